@@ -1,0 +1,153 @@
+//! Explicit, controllable parallelism: serial below a size threshold, Rayon above it, and a
+//! global setting or a per-call override to force serial execution or cap the threads.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// How the engine may split an operation across threads.
+///
+/// The setting never changes a result: parallel and serial runs are bit-identical, because each
+/// output element is computed by the same expression either way.
+///
+/// ```
+/// use xla_bcast::{parallelism, set_parallelism, with_parallelism, Parallelism};
+///
+/// // One call, serial, whatever the global setting:
+/// let n = with_parallelism(Parallelism::Serial, || parallelism());
+/// assert_eq!(n, Parallelism::Serial);
+/// // The global default:
+/// assert_eq!(parallelism(), Parallelism::Auto);
+/// # set_parallelism(Parallelism::Auto);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Parallelism {
+    /// Always run on the calling thread.
+    Serial,
+    /// Split large operations over the current Rayon pool (the default).
+    #[default]
+    Auto,
+    /// Split large operations over at most this many threads of the current Rayon pool.
+    Threads(usize),
+}
+
+/// Operations with fewer elements than this run serially: below it Rayon's hand-off costs more
+/// than the second core gives back.
+pub const PARALLEL_THRESHOLD: usize = 1 << 16;
+
+// 0 = Auto, 1 = Serial, n + 1 = Threads(n).
+static GLOBAL: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static OVERRIDE: Cell<Option<Parallelism>> = const { Cell::new(None) };
+}
+
+fn encode(p: Parallelism) -> usize {
+    match p {
+        Parallelism::Auto => 0,
+        Parallelism::Serial => 1,
+        Parallelism::Threads(n) => n.saturating_add(1).max(2),
+    }
+}
+
+fn decode(v: usize) -> Parallelism {
+    match v {
+        0 => Parallelism::Auto,
+        1 => Parallelism::Serial,
+        n => Parallelism::Threads(n - 1),
+    }
+}
+
+/// Sets the process-wide parallelism (default [`Parallelism::Auto`]).
+///
+/// ```
+/// use xla_bcast::{parallelism, set_parallelism, Parallelism};
+/// set_parallelism(Parallelism::Threads(1));
+/// assert_eq!(parallelism(), Parallelism::Threads(1));
+/// set_parallelism(Parallelism::Auto);
+/// ```
+pub fn set_parallelism(p: Parallelism) {
+    GLOBAL.store(encode(p), Ordering::Relaxed);
+}
+
+/// The parallelism in force on this thread: a [`with_parallelism`] override, else the global one.
+///
+/// ```
+/// use xla_bcast::{parallelism, Parallelism};
+/// assert_eq!(parallelism(), Parallelism::Auto);
+/// ```
+pub fn parallelism() -> Parallelism {
+    OVERRIDE
+        .with(|o| o.get())
+        .unwrap_or_else(|| decode(GLOBAL.load(Ordering::Relaxed)))
+}
+
+/// Runs `f` with parallelism `p` for the operations it starts on this thread.
+///
+/// ```
+/// use ndarray::Array2;
+/// use xla_bcast::prelude::*;
+/// use xla_bcast::{with_parallelism, Parallelism};
+///
+/// let a = Array2::<f32>::ones((512, 512));
+/// let b = Array2::<f32>::ones((1, 512));
+/// let c = with_parallelism(Parallelism::Serial, || a.add_bcast(&b, &[])).unwrap();
+/// assert_eq!(c[[511, 511]], 2.0);
+/// ```
+pub fn with_parallelism<R>(p: Parallelism, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Parallelism>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(OVERRIDE.with(|o| o.replace(Some(p))));
+    f()
+}
+
+/// How many pieces to split an operation of `len` elements into (1 = serial).
+pub(crate) fn pieces(len: usize) -> usize {
+    if len < PARALLEL_THRESHOLD {
+        return 1;
+    }
+    let available = available_threads();
+    let cap = match parallelism() {
+        Parallelism::Serial => 1,
+        Parallelism::Auto => available,
+        Parallelism::Threads(n) => n.min(available),
+    };
+    cap.max(1)
+}
+
+#[cfg(feature = "rayon")]
+fn available_threads() -> usize {
+    rayon::current_num_threads()
+}
+
+#[cfg(not(feature = "rayon"))]
+fn available_threads() -> usize {
+    1
+}
+
+/// Runs `work(range)` over `0..len` split into `pieces` contiguous ranges, in parallel when
+/// `pieces > 1`. Range boundaries are multiples of 64 elements so that no two threads write the
+/// same cache line of a contiguous output.
+pub(crate) fn split(len: usize, pieces: usize, work: &(impl Fn(std::ops::Range<usize>) + Sync)) {
+    if pieces <= 1 || len == 0 {
+        work(0..len);
+        return;
+    }
+    let bound = |i: usize| ((len / pieces * i) & !63).min(len);
+    #[cfg(feature = "rayon")]
+    {
+        use rayon::prelude::*;
+        (0..pieces).into_par_iter().for_each(|i| {
+            let end = if i + 1 == pieces { len } else { bound(i + 1) };
+            work(bound(i)..end);
+        });
+    }
+    #[cfg(not(feature = "rayon"))]
+    for i in 0..pieces {
+        let end = if i + 1 == pieces { len } else { bound(i + 1) };
+        work(bound(i)..end);
+    }
+}

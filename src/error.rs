@@ -1,0 +1,371 @@
+//! [`BroadcastError`]: every way an input can be wrong, with the shapes, the dims and a fix.
+
+/// A shape, printed the way the rest of the crate prints shapes: `[2, 3]`.
+fn sh(s: &[usize]) -> String {
+    format!("{s:?}")
+}
+
+/// The error of every fallible function of the crate.
+///
+/// Each variant carries the operation (`op`), the shapes and the dims involved, and its message
+/// says which rule failed and how to fix the call. Nothing in the crate panics on bad input: it
+/// returns one of these.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let a = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+/// let v = array![7.0, 8.0, 9.0];
+/// let err = a.add_bcast(&v, &[]).unwrap_err();
+/// assert!(matches!(err, BroadcastError::RankMismatch { .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     "add: lhs [2, 3] and rhs [3] have different ranks; give broadcast_dimensions, \
+///      e.g. [1] maps rhs dim 0 onto lhs dim 1"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BroadcastError {
+    /// A binary op got operands of different ranks and no `broadcast_dimensions`.
+    #[error("{}", rank_mismatch(op, lhs, rhs))]
+    RankMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the left operand.
+        lhs: Vec<usize>,
+        /// Shape of the right operand.
+        rhs: Vec<usize>,
+    },
+
+    /// `broadcast_dimensions` does not have one entry per dim of the lower-rank operand.
+    #[error(
+        "{op}: broadcast_dimensions {} has {} entries for lhs {} and rhs {}; it needs one entry per dim \
+         of the lower-rank operand ({expected})",
+        sh(dims), dims.len(), sh(lhs), sh(rhs)
+    )]
+    BroadcastDimsLength {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the left operand.
+        lhs: Vec<usize>,
+        /// Shape of the right operand.
+        rhs: Vec<usize>,
+        /// The `broadcast_dimensions` given.
+        dims: Vec<usize>,
+        /// The number of entries required.
+        expected: usize,
+    },
+
+    /// `broadcast_dimensions` of a binary op is not strictly increasing.
+    #[error(
+        "{op}: broadcast_dimensions {} for lhs {} and rhs {} must be strictly increasing (XLA binary ops \
+         neither repeat nor transpose dims; use broadcast_in_dim to transpose)",
+        sh(dims), sh(lhs), sh(rhs)
+    )]
+    BroadcastDimsNotIncreasing {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the left operand.
+        lhs: Vec<usize>,
+        /// Shape of the right operand.
+        rhs: Vec<usize>,
+        /// The `broadcast_dimensions` given.
+        dims: Vec<usize>,
+    },
+
+    /// An entry of `broadcast_dimensions` names a dim the higher-rank operand does not have.
+    #[error(
+        "{op}: broadcast_dimensions {} for lhs {} and rhs {}: dim {dim} is out of range for rank {rank}",
+        sh(dims), sh(lhs), sh(rhs)
+    )]
+    BroadcastDimOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the left operand.
+        lhs: Vec<usize>,
+        /// Shape of the right operand.
+        rhs: Vec<usize>,
+        /// The `broadcast_dimensions` given.
+        dims: Vec<usize>,
+        /// The offending entry.
+        dim: usize,
+        /// The rank it must stay below.
+        rank: usize,
+    },
+
+    /// Operands of equal rank got `broadcast_dimensions` other than empty or the identity.
+    #[error(
+        "{op}: lhs {} and rhs {} have equal ranks, so broadcast_dimensions must be empty or the identity, \
+         not {}",
+        sh(lhs), sh(rhs), sh(dims)
+    )]
+    BroadcastDimsNotIdentity {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the left operand.
+        lhs: Vec<usize>,
+        /// Shape of the right operand.
+        rhs: Vec<usize>,
+        /// The `broadcast_dimensions` given.
+        dims: Vec<usize>,
+    },
+
+    /// Two matched dims differ and neither is 1.
+    #[error(
+        "{op}: lhs {} and rhs {} (broadcast_dimensions {}) are incompatible: lhs dim {lhs_dim} has size \
+         {lhs_size} and rhs dim {rhs_dim} has size {rhs_size}; matched sizes must be equal or one of them 1",
+        sh(lhs), sh(rhs), sh(dims)
+    )]
+    IncompatibleDims {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the left operand.
+        lhs: Vec<usize>,
+        /// Shape of the right operand.
+        rhs: Vec<usize>,
+        /// The `broadcast_dimensions` given.
+        dims: Vec<usize>,
+        /// The lhs dim.
+        lhs_dim: usize,
+        /// The rhs dim.
+        rhs_dim: usize,
+        /// Its size in lhs.
+        lhs_size: usize,
+        /// Its size in rhs.
+        rhs_size: usize,
+    },
+
+    /// `broadcast_in_dim` (or its adjoint) got a bad `broadcast_dimensions`: wrong length,
+    /// duplicate entry or entry out of range.
+    #[error(
+        "{op}: operand {} to shape {} with broadcast_dimensions {}: {reason}",
+        sh(operand), sh(out_shape), sh(dims)
+    )]
+    InDimInvalid {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the operand.
+        operand: Vec<usize>,
+        /// The target shape.
+        out_shape: Vec<usize>,
+        /// The `broadcast_dimensions` given.
+        dims: Vec<usize>,
+        /// What is wrong with them.
+        reason: String,
+    },
+
+    /// `broadcast_in_dim`: an operand dim is neither 1 nor the size of the output dim it maps to.
+    #[error(
+        "{op}: operand {} to shape {} with broadcast_dimensions {}: operand dim {operand_dim} has size \
+         {operand_size} but output dim {out_dim} has size {out_size}; it must be 1 or equal",
+        sh(operand), sh(out_shape), sh(dims)
+    )]
+    InDimSize {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the operand.
+        operand: Vec<usize>,
+        /// The target shape.
+        out_shape: Vec<usize>,
+        /// The `broadcast_dimensions` given.
+        dims: Vec<usize>,
+        /// The operand dim.
+        operand_dim: usize,
+        /// The output dim it maps to.
+        out_dim: usize,
+        /// Its size in the operand.
+        operand_size: usize,
+        /// Its size in the output.
+        out_size: usize,
+    },
+
+    /// An output or in-place array does not have the shape the operation produces.
+    #[error(
+        "{op}: the output has shape {} but the result has shape {}; pass an output of the result's shape",
+        sh(got), sh(expected)
+    )]
+    OutputShape {
+        /// The operation.
+        op: &'static str,
+        /// The result's shape.
+        expected: Vec<usize>,
+        /// The shape given.
+        got: Vec<usize>,
+    },
+
+    /// NumPy rule: two trailing-aligned dims differ and neither is 1.
+    #[error(
+        "{op}: shapes {} and {} do not broadcast (NumPy rule): trailing dim {axis} has sizes {first_size} \
+         and {second_size}; aligned from the right, sizes must be equal or one of them 1",
+        sh(first), sh(second), axis = -(*axis_from_end as isize)
+    )]
+    NumpyIncompatible {
+        /// The operation.
+        op: &'static str,
+        /// The first shape of the failing pair.
+        first: Vec<usize>,
+        /// The second shape of the failing pair.
+        second: Vec<usize>,
+        /// 1 for the last dim, 2 for the one before, ...
+        axis_from_end: usize,
+        /// Size in the first shape.
+        first_size: usize,
+        /// Size in the second shape.
+        second_size: usize,
+    },
+
+    /// Paddle's `axis` rule failed.
+    #[error("{op}: x {} and y {} with axis {axis} (Paddle rule): {reason}", sh(x), sh(y))]
+    PaddleAxis {
+        /// The operation.
+        op: &'static str,
+        /// Shape of `x`.
+        x: Vec<usize>,
+        /// Shape of `y`.
+        y: Vec<usize>,
+        /// The `axis` given.
+        axis: isize,
+        /// What failed.
+        reason: String,
+    },
+
+    /// A shape whose element count (or byte extent) does not fit `isize`.
+    #[error("{op}: shape {} has more elements than fit in isize", sh(shape))]
+    SizeOverflow {
+        /// The operation.
+        op: &'static str,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+
+    /// A layout is malformed or does not fit the dims it is used with.
+    #[error("{op}: layout {layout} for dims {}: {reason}", sh(dims))]
+    Layout {
+        /// The operation.
+        op: &'static str,
+        /// The layout, in XLA's notation.
+        layout: String,
+        /// The dims.
+        dims: Vec<usize>,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A buffer is shorter than its dims and layout need.
+    #[error("{op}: dims {} need a buffer of {needed} elements, got {got}", sh(dims))]
+    BufferTooShort {
+        /// The operation.
+        op: &'static str,
+        /// The dims.
+        dims: Vec<usize>,
+        /// Elements needed.
+        needed: usize,
+        /// Elements given.
+        got: usize,
+    },
+
+    /// An index (multi-dimensional, linear, or a dim number) is out of range.
+    #[error("{op}: {what} is out of range for dims {}", sh(dims))]
+    IndexOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The dims.
+        dims: Vec<usize>,
+        /// The offending index, described.
+        what: String,
+    },
+
+    /// XLA shape text that does not parse.
+    #[error("cannot parse XLA shape {text:?}: {reason}")]
+    ParseShape {
+        /// The text.
+        text: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+fn rank_mismatch(op: &str, lhs: &[usize], rhs: &[usize]) -> String {
+    let (lo_name, lo, hi_name, hi) = if lhs.len() < rhs.len() {
+        ("lhs", lhs, "rhs", rhs)
+    } else {
+        ("rhs", rhs, "lhs", lhs)
+    };
+    // Suggest the NumPy-style trailing alignment, the usual intent.
+    let dims: Vec<usize> = (hi.len() - lo.len()..hi.len()).collect();
+    let example = if lo.len() == 1 {
+        format!("e.g. {} maps {lo_name} dim 0 onto {hi_name} dim {}", sh(&dims), dims[0])
+    } else {
+        let from: Vec<usize> = (0..lo.len()).collect();
+        format!(
+            "e.g. {} maps {lo_name} dims {} onto {hi_name} dims {}",
+            sh(&dims),
+            sh(&from),
+            sh(&dims)
+        )
+    };
+    format!(
+        "{op}: lhs {} and rhs {} have different ranks; give broadcast_dimensions, {example}",
+        sh(lhs),
+        sh(rhs)
+    )
+}
+
+/// Shorthand used across the crate.
+pub type Result<T, E = BroadcastError> = std::result::Result<T, E>;
+
+impl BroadcastError {
+    /// The operation that failed, as named in the message (`"add"`, `"broadcast_in_dim"`, ...).
+    ///
+    /// ```
+    /// use xla_bcast::shape::binary_op_shape;
+    /// let err = binary_op_shape(&[2, 3], &[4], &[1]).unwrap_err();
+    /// assert_eq!(err.op(), "binary_op");
+    /// ```
+    pub fn op(&self) -> &str {
+        match self {
+            Self::RankMismatch { op, .. }
+            | Self::BroadcastDimsLength { op, .. }
+            | Self::BroadcastDimsNotIncreasing { op, .. }
+            | Self::BroadcastDimOutOfRange { op, .. }
+            | Self::BroadcastDimsNotIdentity { op, .. }
+            | Self::IncompatibleDims { op, .. }
+            | Self::InDimInvalid { op, .. }
+            | Self::InDimSize { op, .. }
+            | Self::OutputShape { op, .. }
+            | Self::NumpyIncompatible { op, .. }
+            | Self::PaddleAxis { op, .. }
+            | Self::SizeOverflow { op, .. }
+            | Self::Layout { op, .. }
+            | Self::BufferTooShort { op, .. }
+            | Self::IndexOutOfRange { op, .. } => op,
+            Self::ParseShape { .. } => "parse_shape",
+        }
+    }
+
+    /// The same error, reported for another operation name (the wrappers use it so that an
+    /// error names the call the user made).
+    pub(crate) fn with_op(mut self, name: &'static str) -> Self {
+        match &mut self {
+            Self::RankMismatch { op, .. }
+            | Self::BroadcastDimsLength { op, .. }
+            | Self::BroadcastDimsNotIncreasing { op, .. }
+            | Self::BroadcastDimOutOfRange { op, .. }
+            | Self::BroadcastDimsNotIdentity { op, .. }
+            | Self::IncompatibleDims { op, .. }
+            | Self::InDimInvalid { op, .. }
+            | Self::InDimSize { op, .. }
+            | Self::OutputShape { op, .. }
+            | Self::NumpyIncompatible { op, .. }
+            | Self::PaddleAxis { op, .. }
+            | Self::SizeOverflow { op, .. }
+            | Self::Layout { op, .. }
+            | Self::BufferTooShort { op, .. }
+            | Self::IndexOutOfRange { op, .. } => *op = name,
+            Self::ParseShape { .. } => {}
+        }
+        self
+    }
+}

@@ -1,0 +1,723 @@
+//! The extension traits: broadcast views, the strict binary op family (generated once over the
+//! engine), comparisons, `select`, and the `strict()` operators.
+//!
+//! Every method here follows the same road: a shape rule from [`crate::shape`], zero-copy views
+//! of the operands at the output shape, then one pass of the kernel engine.
+
+use std::ops::{Add, Div, Mul, Rem, Sub};
+
+use ndarray::{Array, ArrayBase, ArrayRef, ArrayView, Data, DimMax, Dimension, IxDyn};
+
+use crate::element::XlaElement;
+use crate::engine;
+use crate::error::{BroadcastError, Result};
+use crate::shape::{binary_plan, select_shape};
+use crate::view::broadcast_in_dim_view;
+
+/// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
+/// (`Ix2` with `Ix1` gives `Ix2`, anything with `IxDyn` gives `IxDyn`).
+pub type DimMaxOf<D, E> = <D as DimMax<E>>::Output;
+
+/// Zero-copy broadcast views, on every ndarray array and view.
+pub trait BroadcastInDim<A, D: Dimension> {
+    /// XLA / StableHLO `BroadcastInDim`: this array seen at `out_shape`, its dim `i` placed at
+    /// output dim `broadcast_dimensions[i]`.
+    ///
+    /// Never copies: new dims and degenerate dims (size 1 here, larger in `out_shape`) get
+    /// stride 0, kept dims keep their stride, and an unsorted `broadcast_dimensions` permutes the
+    /// strides (a transpose).
+    ///
+    /// # Errors
+    /// [`BroadcastError::InDimInvalid`] when `broadcast_dimensions` is not one distinct,
+    /// in-range output dim per operand dim; [`BroadcastError::InDimSize`] when an operand dim is
+    /// neither 1 nor the size of its output dim; [`BroadcastError::SizeOverflow`].
+    ///
+    /// ```
+    /// use ndarray::{array, Array3};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let v = array![1, 2, 3];
+    /// let b = v.broadcast_in_dim(&[2, 3, 4], &[1]).unwrap();
+    /// assert_eq!(b.shape(), &[2, 3, 4]);
+    /// assert_eq!(b[[1, 2, 0]], 3);
+    /// assert_eq!(b.strides(), &[0, 1, 0]);
+    /// assert_eq!(b.as_ptr(), v.as_ptr()); // zero-copy
+    ///
+    /// // An unsorted list transposes.
+    /// let m = array![[1, 2, 3], [4, 5, 6]];
+    /// assert_eq!(m.broadcast_in_dim(&[3, 2], &[1, 0]).unwrap(), m.t());
+    /// ```
+    fn broadcast_in_dim(
+        &self,
+        out_shape: &[usize],
+        broadcast_dimensions: &[usize],
+    ) -> Result<ArrayView<'_, A, IxDyn>>;
+
+    /// XLA `Broadcast`: new major dims of the given sizes prepended, zero-copy (stride 0).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let v = array![1, 2];
+    /// let b = v.broadcast_leading(&[3]).unwrap();
+    /// assert_eq!(b, array![[1, 2], [1, 2], [1, 2]].into_dyn());
+    /// assert_eq!(b.strides(), &[0, 1]);
+    /// ```
+    fn broadcast_leading(&self, sizes: &[usize]) -> Result<ArrayView<'_, A, IxDyn>>;
+}
+
+impl<A, D: Dimension> BroadcastInDim<A, D> for ArrayRef<A, D> {
+    fn broadcast_in_dim(
+        &self,
+        out_shape: &[usize],
+        broadcast_dimensions: &[usize],
+    ) -> Result<ArrayView<'_, A, IxDyn>> {
+        broadcast_in_dim_view("broadcast_in_dim", self.view(), out_shape, broadcast_dimensions)
+    }
+
+    fn broadcast_leading(&self, sizes: &[usize]) -> Result<ArrayView<'_, A, IxDyn>> {
+        let out: Vec<usize> = sizes.iter().chain(self.shape()).copied().collect();
+        let dims: Vec<usize> = (sizes.len()..out.len()).collect();
+        broadcast_in_dim_view("broadcast_leading", self.view(), &out, &dims)
+    }
+}
+
+/// Both operands of a binary op seen at the output shape, and that shape.
+pub(crate) fn binary_views<'a, 'b, A, B, D: Dimension, E: Dimension>(
+    op: &'static str,
+    lhs: &'a ArrayRef<A, D>,
+    rhs: &'b ArrayRef<B, E>,
+    dims: &[usize],
+) -> Result<(Vec<usize>, ArrayView<'a, A, IxDyn>, ArrayView<'b, B, IxDyn>)> {
+    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
+    let l = broadcast_in_dim_view(op, lhs.view(), &plan.out, &plan.lhs_dims)?;
+    let r = broadcast_in_dim_view(op, rhs.view(), &plan.out, &plan.rhs_dims)?;
+    Ok((plan.out, l, r))
+}
+
+/// A fresh result converted to the dimension type the caller's types promise.
+pub(crate) fn into_dim<C, O: Dimension>(op: &'static str, a: Array<C, IxDyn>) -> Result<Array<C, O>> {
+    let shape = a.shape().to_vec();
+    a.into_dimensionality::<O>()
+        .map_err(|_| BroadcastError::OutputShape {
+            op,
+            expected: shape.clone(),
+            got: shape,
+        })
+}
+
+pub(crate) fn check_out(op: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(BroadcastError::OutputShape {
+            op,
+            expected: expected.to_vec(),
+            got: got.to_vec(),
+        })
+    }
+}
+
+/// The binary op family's one implementation: fresh output.
+pub(crate) fn zip_collect<A, B, C, D, E>(
+    op: &'static str,
+    lhs: &ArrayRef<A, D>,
+    rhs: &ArrayRef<B, E>,
+    dims: &[usize],
+    f: impl Fn(A, B) -> C + Sync,
+) -> Result<Array<C, DimMaxOf<D, E>>>
+where
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Send,
+    D: Dimension + DimMax<E>,
+    E: Dimension,
+{
+    let (shape, l, r) = binary_views(op, lhs, rhs, dims)?;
+    into_dim(op, engine::fresh(&shape, |out| engine::zip(out, &l, &r, &f)))
+}
+
+/// `f` over every element into a fresh array of the same shape and dimension type.
+pub(crate) fn map_collect<A, C, D>(a: &ArrayRef<A, D>, f: impl Fn(A) -> C + Sync) -> Array<C, D>
+where
+    A: Clone + Sync,
+    C: Send,
+    D: Dimension,
+{
+    let out = engine::fresh(a.shape(), |out| engine::map(out, a, &f));
+    // The fresh array has exactly `a`'s shape, so the rank conversion cannot fail.
+    out.into_dimensionality::<D>()
+        .unwrap_or_else(|_| unreachable!("same rank as the input"))
+}
+
+/// The binary op family's one implementation: into a caller's array.
+pub(crate) fn zip_into<A, B, C, D, E, O>(
+    op: &'static str,
+    lhs: &ArrayRef<A, D>,
+    rhs: &ArrayRef<B, E>,
+    dims: &[usize],
+    out: &mut ArrayRef<C, O>,
+    f: impl Fn(A, B) -> C + Sync,
+) -> Result<()>
+where
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Send,
+    D: Dimension,
+    E: Dimension,
+    O: Dimension,
+{
+    let (shape, l, r) = binary_views(op, lhs, rhs, dims)?;
+    check_out(op, &shape, out.shape())?;
+    engine::zip(out, &l, &r, &f);
+    Ok(())
+}
+
+/// The binary op family's one implementation: in place, `lhs` already has the result shape.
+pub(crate) fn zip_assign<A, B, D, E>(
+    op: &'static str,
+    lhs: &mut ArrayRef<A, D>,
+    rhs: &ArrayRef<B, E>,
+    dims: &[usize],
+    f: impl Fn(A, B) -> A + Sync,
+) -> Result<()>
+where
+    A: Clone + Send + Sync,
+    B: Clone + Sync,
+    D: Dimension,
+    E: Dimension,
+{
+    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
+    check_out(op, &plan.out, lhs.shape())?;
+    let r = broadcast_in_dim_view(op, rhs.view(), &plan.out, &plan.rhs_dims)?;
+    engine::update(lhs, &r, &f);
+    Ok(())
+}
+
+/// A generic binary op under XLA's broadcasting rule, on every ndarray array and view.
+pub trait ZipBcast<A, D: Dimension> {
+    /// `f(lhs, rhs)` elementwise, `rhs` broadcast by XLA's rule with explicit
+    /// `broadcast_dimensions` (see [`crate::shape::binary_op_shape`]).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let a = array![[1, 2, 3], [4, 5, 6]];
+    /// let v = array![10, 20];
+    /// let c = a.zip_bcast(&v, &[0], |x, y| (x * y) as f64 / 10.0).unwrap();
+    /// assert_eq!(c, array![[1.0, 2.0, 3.0], [8.0, 10.0, 12.0]]);
+    /// ```
+    fn zip_bcast<B, C, E, F>(
+        &self,
+        rhs: &ArrayRef<B, E>,
+        broadcast_dimensions: &[usize],
+        f: F,
+    ) -> Result<Array<C, DimMaxOf<D, E>>>
+    where
+        A: Clone + Sync,
+        B: Clone + Sync,
+        C: Send,
+        D: DimMax<E>,
+        E: Dimension,
+        F: Fn(A, B) -> C + Sync + Send;
+
+    /// [`zip_bcast`](ZipBcast::zip_bcast) into `out`, which must have the result's shape
+    /// (otherwise [`BroadcastError::OutputShape`] and nothing is written).
+    ///
+    /// ```
+    /// use ndarray::{array, Array2};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let mut out = Array2::<i32>::zeros((2, 2));
+    /// array![[1, 2], [3, 4]].zip_bcast_into(&array![1, 0], &[1], &mut out, |a, b| a * b).unwrap();
+    /// assert_eq!(out, array![[1, 0], [3, 0]]);
+    /// ```
+    fn zip_bcast_into<B, C, E, O, F>(
+        &self,
+        rhs: &ArrayRef<B, E>,
+        broadcast_dimensions: &[usize],
+        out: &mut ArrayRef<C, O>,
+        f: F,
+    ) -> Result<()>
+    where
+        A: Clone + Sync,
+        B: Clone + Sync,
+        C: Send,
+        E: Dimension,
+        O: Dimension,
+        F: Fn(A, B) -> C + Sync + Send;
+
+    /// `self = f(self, rhs)` in place; `self` must already have the result's shape (otherwise
+    /// [`BroadcastError::OutputShape`] and `self` is unchanged).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let mut a = array![[1, 2], [3, 4]];
+    /// a.zip_assign_bcast(&array![10, 20], &[0], |x, y| x + y).unwrap();
+    /// assert_eq!(a, array![[11, 12], [23, 24]]);
+    /// ```
+    fn zip_assign_bcast<B, E, F>(
+        &mut self,
+        rhs: &ArrayRef<B, E>,
+        broadcast_dimensions: &[usize],
+        f: F,
+    ) -> Result<()>
+    where
+        A: Clone + Send + Sync,
+        B: Clone + Sync,
+        E: Dimension,
+        F: Fn(A, B) -> A + Sync + Send;
+}
+
+impl<A, D: Dimension> ZipBcast<A, D> for ArrayRef<A, D> {
+    fn zip_bcast<B, C, E, F>(
+        &self,
+        rhs: &ArrayRef<B, E>,
+        broadcast_dimensions: &[usize],
+        f: F,
+    ) -> Result<Array<C, DimMaxOf<D, E>>>
+    where
+        A: Clone + Sync,
+        B: Clone + Sync,
+        C: Send,
+        D: DimMax<E>,
+        E: Dimension,
+        F: Fn(A, B) -> C + Sync + Send,
+    {
+        zip_collect("zip", self, rhs, broadcast_dimensions, f)
+    }
+
+    fn zip_bcast_into<B, C, E, O, F>(
+        &self,
+        rhs: &ArrayRef<B, E>,
+        broadcast_dimensions: &[usize],
+        out: &mut ArrayRef<C, O>,
+        f: F,
+    ) -> Result<()>
+    where
+        A: Clone + Sync,
+        B: Clone + Sync,
+        C: Send,
+        E: Dimension,
+        O: Dimension,
+        F: Fn(A, B) -> C + Sync + Send,
+    {
+        zip_into("zip", self, rhs, broadcast_dimensions, out, f)
+    }
+
+    fn zip_assign_bcast<B, E, F>(
+        &mut self,
+        rhs: &ArrayRef<B, E>,
+        broadcast_dimensions: &[usize],
+        f: F,
+    ) -> Result<()>
+    where
+        A: Clone + Send + Sync,
+        B: Clone + Sync,
+        E: Dimension,
+        F: Fn(A, B) -> A + Sync + Send,
+    {
+        zip_assign("zip", self, rhs, broadcast_dimensions, f)
+    }
+}
+
+/// Generates the arithmetic family: for each op, the allocating method, `_into` and the in-place
+/// `_assign` form, all over the same three implementations above.
+macro_rules! arith_family {
+    ($( $op:literal, $elem:ident, $name:ident, $into:ident, $assign:ident, $expect:literal; )*) => {
+        /// The strict XLA arithmetic ops, on every ndarray array and view.
+        ///
+        /// Each op takes the rhs and its explicit `broadcast_dimensions` (XLA's rule, see
+        /// [`crate::shape::binary_op_shape`]), computes with XLA's element semantics
+        /// ([`XlaElement`]) and comes in three forms: `op_bcast` (a fresh array whose dimension
+        /// type is ndarray's `DimMax` of the operands'), `op_bcast_into` (into a caller's array of
+        /// the result shape) and `op_assign_bcast` (in place, `self` already has the result shape).
+        pub trait ArithBcast<A: XlaElement, D: Dimension> {
+            $(
+                #[doc = concat!("Elementwise `", $op, "` with XLA broadcasting (`XlaElement::", stringify!($elem), "`).")]
+                ///
+                /// # Errors
+                /// Any [`BroadcastError`] of [`crate::shape::binary_op_shape`].
+                ///
+                /// ```
+                /// use ndarray::array;
+                /// use xla_bcast::prelude::*;
+                ///
+                /// let a = array![[1i64, 2], [3, 4]];
+                /// let v = array![2i64, 3];
+                #[doc = concat!("let c = a.", stringify!($name), "(&v, &[1]).unwrap();")]
+                #[doc = concat!("assert_eq!(c[[1, 1]], ", $expect, "); // 4 ", $op, " 3")]
+                #[doc = concat!("assert!(a.", stringify!($name), "(&v, &[]).is_err()); // no implicit rank promotion")]
+                /// ```
+                fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<A, DimMaxOf<D, E>>>
+                where
+                    D: DimMax<E>,
+                    E: Dimension;
+
+                #[doc = concat!("[`", stringify!($name), "`](ArithBcast::", stringify!($name), ") into `out`, which must have the result's shape (otherwise [`BroadcastError::OutputShape`] and nothing is written).")]
+                ///
+                /// ```
+                /// use ndarray::{array, Array2};
+                /// use xla_bcast::prelude::*;
+                ///
+                /// let mut out = Array2::<i64>::zeros((2, 2));
+                #[doc = concat!("array![[1i64, 2], [3, 4]].", stringify!($into), "(&array![2i64, 3], &[1], &mut out).unwrap();")]
+                #[doc = concat!("assert_eq!(out[[1, 1]], ", $expect, ");")]
+                /// ```
+                fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<A, O>) -> Result<()>
+                where
+                    E: Dimension,
+                    O: Dimension;
+
+                #[doc = concat!("In-place [`", stringify!($name), "`](ArithBcast::", stringify!($name), "): `self` must already have the result's shape (otherwise [`BroadcastError::OutputShape`] and `self` is unchanged).")]
+                ///
+                /// ```
+                /// use ndarray::array;
+                /// use xla_bcast::prelude::*;
+                ///
+                /// let mut a = array![[1i64, 2], [3, 4]];
+                #[doc = concat!("a.", stringify!($assign), "(&array![2i64, 3], &[1]).unwrap();")]
+                #[doc = concat!("assert_eq!(a[[1, 1]], ", $expect, ");")]
+                /// ```
+                fn $assign<E>(&mut self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<()>
+                where
+                    E: Dimension;
+            )*
+
+            /// This array behind the `std::ops` operators with strict XLA semantics: equal ranks
+            /// with degenerate (size-1) broadcasting, rank-0 arrays and scalars broadcast, no
+            /// rank promotion. See [`Strict`].
+            ///
+            /// ```
+            /// use ndarray::array;
+            /// use xla_bcast::prelude::*;
+            ///
+            /// let a = array![[1, 2, 3], [4, 5, 6]];
+            /// let col = array![[10], [20]];
+            /// assert_eq!(a.strict() + &col, array![[11, 12, 13], [24, 25, 26]]);
+            /// ```
+            fn strict(&self) -> Strict<'_, A, D>;
+        }
+
+        impl<A: XlaElement, D: Dimension> ArithBcast<A, D> for ArrayRef<A, D> {
+            $(
+                fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<A, DimMaxOf<D, E>>>
+                where
+                    D: DimMax<E>,
+                    E: Dimension,
+                {
+                    zip_collect($op, self, rhs, broadcast_dimensions, A::$elem)
+                }
+
+                fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<A, O>) -> Result<()>
+                where
+                    E: Dimension,
+                    O: Dimension,
+                {
+                    zip_into($op, self, rhs, broadcast_dimensions, out, A::$elem)
+                }
+
+                fn $assign<E>(&mut self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<()>
+                where
+                    E: Dimension,
+                {
+                    zip_assign($op, self, rhs, broadcast_dimensions, A::$elem)
+                }
+            )*
+
+            fn strict(&self) -> Strict<'_, A, D> {
+                Strict(self)
+            }
+        }
+    };
+}
+
+arith_family! {
+    "add", xla_add, add_bcast, add_bcast_into, add_assign_bcast, "7";
+    "sub", xla_sub, sub_bcast, sub_bcast_into, sub_assign_bcast, "1";
+    "mul", xla_mul, mul_bcast, mul_bcast_into, mul_assign_bcast, "12";
+    "div", xla_div, div_bcast, div_bcast_into, div_assign_bcast, "1";
+    "rem", xla_rem, rem_bcast, rem_bcast_into, rem_assign_bcast, "1";
+    "max", xla_max, max_bcast, max_bcast_into, max_assign_bcast, "4";
+    "min", xla_min, min_bcast, min_bcast_into, min_assign_bcast, "3";
+    "pow", xla_pow, pow_bcast, pow_bcast_into, pow_assign_bcast, "64";
+}
+
+/// Generates the comparison family over the same implementation.
+macro_rules! compare_family {
+    ($( $op:literal, $name:ident, $into:ident, $cmp:tt, $expect:literal; )*) => {
+        /// XLA `Compare` with broadcasting, giving `bool` arrays, on every ndarray array and view.
+        ///
+        /// Floats compare as IEEE-754 does (any comparison with NaN is false, except `ne`).
+        pub trait CompareBcast<A: PartialOrd + Clone + Sync, D: Dimension> {
+            $(
+                #[doc = concat!("`self ", stringify!($cmp), " rhs` elementwise with XLA broadcasting.")]
+                ///
+                /// ```
+                /// use ndarray::array;
+                /// use xla_bcast::prelude::*;
+                ///
+                /// let a = array![[1, 2], [3, 4]];
+                #[doc = concat!("let c = a.", stringify!($name), "(&array![2, 3], &[1]).unwrap();")]
+                #[doc = concat!("assert_eq!(c, array!", $expect, ");")]
+                /// ```
+                fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<bool, DimMaxOf<D, E>>>
+                where
+                    D: DimMax<E>,
+                    E: Dimension;
+
+                #[doc = concat!("[`", stringify!($name), "`](CompareBcast::", stringify!($name), ") into a `bool` array of the result's shape.")]
+                ///
+                /// ```
+                /// use ndarray::{array, Array2};
+                /// use xla_bcast::prelude::*;
+                ///
+                /// let mut out = Array2::from_elem((2, 2), false);
+                #[doc = concat!("array![[1, 2], [3, 4]].", stringify!($into), "(&array![2, 3], &[1], &mut out).unwrap();")]
+                #[doc = concat!("assert_eq!(out, array!", $expect, ");")]
+                /// ```
+                fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<bool, O>) -> Result<()>
+                where
+                    E: Dimension,
+                    O: Dimension;
+            )*
+        }
+
+        impl<A: PartialOrd + Clone + Sync, D: Dimension> CompareBcast<A, D> for ArrayRef<A, D> {
+            $(
+                fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<bool, DimMaxOf<D, E>>>
+                where
+                    D: DimMax<E>,
+                    E: Dimension,
+                {
+                    zip_collect($op, self, rhs, broadcast_dimensions, |a: A, b: A| a $cmp b)
+                }
+
+                fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<bool, O>) -> Result<()>
+                where
+                    E: Dimension,
+                    O: Dimension,
+                {
+                    zip_into($op, self, rhs, broadcast_dimensions, out, |a: A, b: A| a $cmp b)
+                }
+            )*
+        }
+    };
+}
+
+compare_family! {
+    "eq", eq_bcast, eq_bcast_into, ==, "[[false, false], [true, false]]";
+    "ne", ne_bcast, ne_bcast_into, !=, "[[true, true], [false, true]]";
+    "lt", lt_bcast, lt_bcast_into, <, "[[true, true], [false, false]]";
+    "le", le_bcast, le_bcast_into, <=, "[[true, true], [true, false]]";
+    "gt", gt_bcast, gt_bcast_into, >, "[[false, false], [false, true]]";
+    "ge", ge_bcast, ge_bcast_into, >=, "[[false, false], [true, true]]";
+}
+
+/// The views of `select`'s three operands at their common shape.
+fn select_views<'p, 't, 'f, T, D: Dimension, E1: Dimension, E2: Dimension>(
+    pred: &'p ArrayRef<bool, D>,
+    on_true: &'t ArrayRef<T, E1>,
+    on_false: &'f ArrayRef<T, E2>,
+) -> Result<(
+    Vec<usize>,
+    ArrayView<'p, bool, IxDyn>,
+    ArrayView<'t, T, IxDyn>,
+    ArrayView<'f, T, IxDyn>,
+)> {
+    let shape = select_shape(pred.shape(), on_true.shape(), on_false.shape())?;
+    // Each operand has the output's rank (degenerate dims) or rank 0 (a scalar).
+    let dims = |rank: usize| -> Vec<usize> { (0..rank).collect() };
+    Ok((
+        shape.clone(),
+        broadcast_in_dim_view("select", pred.view(), &shape, &dims(pred.ndim()))?,
+        broadcast_in_dim_view("select", on_true.view(), &shape, &dims(on_true.ndim()))?,
+        broadcast_in_dim_view("select", on_false.view(), &shape, &dims(on_false.ndim()))?,
+    ))
+}
+
+/// XLA `Select` on a `bool` predicate array or view.
+pub trait SelectBcast<D: Dimension> {
+    /// `pred ? on_true : on_false` elementwise. The three operands have equal ranks and
+    /// broadcast degenerate (size-1) dims, or are rank 0 and broadcast to anything (XLA's rule
+    /// for `Select`, see [`crate::shape::select_shape`]).
+    ///
+    /// ```
+    /// use ndarray::{arr0, array};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let pred = array![[true], [false]];
+    /// let a = array![[1, 2, 3], [4, 5, 6]];
+    /// let r = pred.select_bcast(&a, &arr0(0)).unwrap();
+    /// assert_eq!(r, array![[1, 2, 3], [0, 0, 0]]);
+    /// ```
+    #[allow(clippy::type_complexity)]
+    fn select_bcast<T, E1, E2>(
+        &self,
+        on_true: &ArrayRef<T, E1>,
+        on_false: &ArrayRef<T, E2>,
+    ) -> Result<Array<T, DimMaxOf<DimMaxOf<D, E1>, E2>>>
+    where
+        T: Clone + Send + Sync,
+        D: DimMax<E1>,
+        DimMaxOf<D, E1>: DimMax<E2>,
+        E1: Dimension,
+        E2: Dimension;
+
+    /// [`select_bcast`](SelectBcast::select_bcast) into `out`, which must have the result's shape.
+    ///
+    /// ```
+    /// use ndarray::{arr0, array, Array1};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let mut out = Array1::zeros(3);
+    /// array![true, false, true].select_bcast_into(&arr0(1), &arr0(-1), &mut out).unwrap();
+    /// assert_eq!(out, array![1, -1, 1]);
+    /// ```
+    fn select_bcast_into<T, E1, E2, O>(
+        &self,
+        on_true: &ArrayRef<T, E1>,
+        on_false: &ArrayRef<T, E2>,
+        out: &mut ArrayRef<T, O>,
+    ) -> Result<()>
+    where
+        T: Clone + Send + Sync,
+        E1: Dimension,
+        E2: Dimension,
+        O: Dimension;
+}
+
+impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
+    fn select_bcast<T, E1, E2>(
+        &self,
+        on_true: &ArrayRef<T, E1>,
+        on_false: &ArrayRef<T, E2>,
+    ) -> Result<Array<T, DimMaxOf<DimMaxOf<D, E1>, E2>>>
+    where
+        T: Clone + Send + Sync,
+        D: DimMax<E1>,
+        DimMaxOf<D, E1>: DimMax<E2>,
+        E1: Dimension,
+        E2: Dimension,
+    {
+        let (shape, p, t, f) = select_views(self, on_true, on_false)?;
+        let out = engine::fresh(&shape, |out| {
+            engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f })
+        });
+        into_dim("select", out)
+    }
+
+    fn select_bcast_into<T, E1, E2, O>(
+        &self,
+        on_true: &ArrayRef<T, E1>,
+        on_false: &ArrayRef<T, E2>,
+        out: &mut ArrayRef<T, O>,
+    ) -> Result<()>
+    where
+        T: Clone + Send + Sync,
+        E1: Dimension,
+        E2: Dimension,
+        O: Dimension,
+    {
+        let (shape, p, t, f) = select_views(self, on_true, on_false)?;
+        check_out("select", &shape, out.shape())?;
+        engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f });
+        Ok(())
+    }
+}
+
+/// An array behind the `std::ops` operators with strict XLA semantics; made by
+/// [`ArithBcast::strict`].
+///
+/// `a.strict() + &b` accepts what XLA accepts without `broadcast_dimensions`: equal ranks with
+/// degenerate (size-1) dims, and rank-0 arrays or plain scalars against anything. It refuses
+/// rank promotion, which ndarray's own `&a + &b` performs silently.
+///
+/// # Panics
+/// Where ndarray's operators panic (shapes that do not broadcast), with the
+/// [`BroadcastError`] message. Use [`ArithBcast`] for the `Result` form.
+///
+/// ```should_panic
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let a = array![[1, 2, 3], [4, 5, 6]];
+/// let v = array![1, 2, 3];
+/// let _ = a.strict() + &v; // panics: ranks differ; give broadcast_dimensions
+/// ```
+pub struct Strict<'a, A, D>(&'a ArrayRef<A, D>);
+
+impl<A: std::fmt::Debug, D: Dimension> std::fmt::Debug for Strict<'_, A, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Strict").field(&self.0).finish()
+    }
+}
+
+impl<A, D> Clone for Strict<'_, A, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A, D> Copy for Strict<'_, A, D> {}
+
+fn strict_op<A: XlaElement, D: Dimension + DimMax<E>, E: Dimension>(
+    op: &'static str,
+    lhs: &ArrayRef<A, D>,
+    rhs: &ArrayRef<A, E>,
+    f: fn(A, A) -> A,
+) -> Array<A, DimMaxOf<D, E>> {
+    zip_collect(op, lhs, rhs, &[], f).unwrap_or_else(|e| panic!("{e}"))
+}
+
+macro_rules! strict_operators {
+    ($( $trait:ident, $method:ident, $op:literal, $elem:ident; )*) => {$(
+        impl<'a, 'b, A, D, S, E> $trait<&'b ArrayBase<S, E>> for Strict<'a, A, D>
+        where
+            A: XlaElement,
+            S: Data<Elem = A>,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = Array<A, DimMaxOf<D, E>>;
+            fn $method(self, rhs: &'b ArrayBase<S, E>) -> Self::Output {
+                strict_op($op, self.0, rhs, A::$elem)
+            }
+        }
+
+        impl<'a, 'b, A, D, E> $trait<Strict<'b, A, E>> for Strict<'a, A, D>
+        where
+            A: XlaElement,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = Array<A, DimMaxOf<D, E>>;
+            fn $method(self, rhs: Strict<'b, A, E>) -> Self::Output {
+                strict_op($op, self.0, rhs.0, A::$elem)
+            }
+        }
+
+        impl<'a, A, D> $trait<A> for Strict<'a, A, D>
+        where
+            A: XlaElement,
+            D: Dimension,
+        {
+            type Output = Array<A, D>;
+            fn $method(self, rhs: A) -> Self::Output {
+                // A scalar broadcasts to anything: no shape rule can fail.
+                map_collect(self.0, move |x| A::$elem(x, rhs))
+            }
+        }
+    )*};
+}
+
+strict_operators! {
+    Add, add, "add", xla_add;
+    Sub, sub, "sub", xla_sub;
+    Mul, mul, "mul", xla_mul;
+    Div, div, "div", xla_div;
+    Rem, rem, "rem", xla_rem;
+}

@@ -1,0 +1,510 @@
+//! Shape rules: pure functions from shapes and dims to an output shape or a [`BroadcastError`].
+//!
+//! No data is touched here. Every operation of the crate asks one of these rules first, so a
+//! shape is accepted or refused the same way everywhere:
+//!
+//! | rule | source | function |
+//! |---|---|---|
+//! | XLA elementwise binary op, explicit `broadcast_dimensions` | XLA *Broadcasting semantics* | [`binary_op_shape`] |
+//! | degenerate (size-1) broadcasting between equal ranks | XLA | [`degenerate_shape`] |
+//! | `BroadcastInDim` (any order of dims: a permutation transposes) | StableHLO, JAX | [`broadcast_in_dim_shape`] |
+//! | NumPy / PyTorch implicit broadcasting | NumPy | [`numpy_shape`] |
+//! | Paddle's `axis` rule | PaddlePaddle | [`paddle_shape`] |
+
+use crate::error::{BroadcastError, Result};
+
+/// The number of elements of `shape`, or [`BroadcastError::SizeOverflow`] when it (or its
+/// product of non-zero sizes, which ndarray also bounds) does not fit `isize`.
+///
+/// ```
+/// use xla_bcast::shape::checked_size;
+/// assert_eq!(checked_size(&[2, 3, 4]).unwrap(), 24);
+/// assert_eq!(checked_size(&[]).unwrap(), 1);
+/// assert!(checked_size(&[usize::MAX, 2]).is_err());
+/// ```
+pub fn checked_size(shape: &[usize]) -> Result<usize> {
+    checked_size_for("shape", shape)
+}
+
+pub(crate) fn checked_size_for(op: &'static str, shape: &[usize]) -> Result<usize> {
+    let overflow = || BroadcastError::SizeOverflow {
+        op,
+        shape: shape.to_vec(),
+    };
+    // ndarray requires the product of the non-zero sizes to fit isize, even for empty arrays.
+    let nonzero = shape
+        .iter()
+        .filter(|&&n| n != 0)
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(overflow)?;
+    Ok(if shape.contains(&0) { 0 } else { nonzero })
+}
+
+/// How a binary op sees its operands: the output shape and, for each operand, the
+/// `broadcast_in_dim` dims that place it in the output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BinaryPlan {
+    pub out: Vec<usize>,
+    pub lhs_dims: Vec<usize>,
+    pub rhs_dims: Vec<usize>,
+}
+
+/// XLA's rule for elementwise binary ops with explicit `broadcast_dimensions`.
+///
+/// * Equal ranks: `broadcast_dimensions` must be empty or the identity; then degenerate
+///   broadcasting (each dim equal, or one side 1; `1` against `0` gives `0`).
+/// * Different ranks: `broadcast_dimensions` has one entry per dim of the lower-rank operand
+///   (either operand may be the lower one), strictly increasing and in range; each mapped pair is
+///   equal or one side is 1; the remaining dims come from the higher-rank operand. A rank-0
+///   operand with empty dims broadcasts against anything. There is no NumPy-style right
+///   alignment.
+///
+/// ```
+/// use xla_bcast::shape::binary_op_shape;
+/// // |1 2 3; 4 5 6| + |7 8 9| with dims [1]: the vector runs along dim 1.
+/// assert_eq!(binary_op_shape(&[2, 3], &[3], &[1]).unwrap(), vec![2, 3]);
+/// // The same vector along dim 0 needs a 3x3 matrix.
+/// assert!(binary_op_shape(&[2, 3], &[3], &[0]).is_err());
+/// // Degenerate broadcasting: an outer product.
+/// assert_eq!(binary_op_shape(&[2, 1], &[1, 3], &[]).unwrap(), vec![2, 3]);
+/// // No implicit rank promotion.
+/// assert!(binary_op_shape(&[2, 3], &[3], &[]).is_err());
+/// ```
+pub fn binary_op_shape(
+    lhs: &[usize],
+    rhs: &[usize],
+    broadcast_dimensions: &[usize],
+) -> Result<Vec<usize>> {
+    binary_plan("binary_op", lhs, rhs, broadcast_dimensions).map(|p| p.out)
+}
+
+/// Degenerate broadcasting between operands of equal rank: each dim equal, or one side 1
+/// (`1` against `0` gives `0`).
+///
+/// ```
+/// use xla_bcast::shape::degenerate_shape;
+/// assert_eq!(degenerate_shape(&[7, 1, 5], &[1, 2, 5]).unwrap(), vec![7, 2, 5]);
+/// assert_eq!(degenerate_shape(&[4, 1], &[4, 0]).unwrap(), vec![4, 0]);
+/// assert!(degenerate_shape(&[7, 2, 5], &[7, 2, 6]).is_err());
+/// assert!(degenerate_shape(&[2, 3], &[3]).is_err()); // ranks differ
+/// ```
+pub fn degenerate_shape(lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
+    if lhs.len() != rhs.len() {
+        return Err(BroadcastError::RankMismatch {
+            op: "degenerate",
+            lhs: lhs.to_vec(),
+            rhs: rhs.to_vec(),
+        });
+    }
+    binary_plan("degenerate", lhs, rhs, &[]).map(|p| p.out)
+}
+
+pub(crate) fn binary_plan(
+    op: &'static str,
+    lhs: &[usize],
+    rhs: &[usize],
+    dims: &[usize],
+) -> Result<BinaryPlan> {
+    let err_ctx = || (op, lhs.to_vec(), rhs.to_vec(), dims.to_vec());
+    let identity = |n: usize| (0..n).collect::<Vec<usize>>();
+
+    if lhs.len() == rhs.len() {
+        if !dims.is_empty() && dims.iter().copied().ne(0..lhs.len()) {
+            let (op, lhs, rhs, dims) = err_ctx();
+            return Err(BroadcastError::BroadcastDimsNotIdentity { op, lhs, rhs, dims });
+        }
+    } else {
+        let low = lhs.len().min(rhs.len());
+        let high = lhs.len().max(rhs.len());
+        if dims.is_empty() && low > 0 {
+            return Err(BroadcastError::RankMismatch {
+                op,
+                lhs: lhs.to_vec(),
+                rhs: rhs.to_vec(),
+            });
+        }
+        if dims.len() != low {
+            let (op, lhs, rhs, dims) = err_ctx();
+            return Err(BroadcastError::BroadcastDimsLength {
+                op,
+                lhs,
+                rhs,
+                dims,
+                expected: low,
+            });
+        }
+        if let Some(&dim) = dims.iter().find(|&&d| d >= high) {
+            let (op, lhs, rhs, dims) = err_ctx();
+            return Err(BroadcastError::BroadcastDimOutOfRange {
+                op,
+                lhs,
+                rhs,
+                dims,
+                dim,
+                rank: high,
+            });
+        }
+        if dims.windows(2).any(|w| w[0] >= w[1]) {
+            let (op, lhs, rhs, dims) = err_ctx();
+            return Err(BroadcastError::BroadcastDimsNotIncreasing { op, lhs, rhs, dims });
+        }
+    }
+
+    // Map every lhs dim and rhs dim to an output dim, then merge sizes pairwise.
+    let (lhs_dims, rhs_dims) = match lhs.len().cmp(&rhs.len()) {
+        std::cmp::Ordering::Equal => (identity(lhs.len()), identity(rhs.len())),
+        std::cmp::Ordering::Less => (dims.to_vec(), identity(rhs.len())),
+        std::cmp::Ordering::Greater => (identity(lhs.len()), dims.to_vec()),
+    };
+    let mut out = if lhs.len() >= rhs.len() {
+        lhs.to_vec()
+    } else {
+        rhs.to_vec()
+    };
+    let mut merge = |lhs_dim: usize, rhs_dim: usize, out_dim: usize| -> Result<()> {
+        let (l, r) = (lhs[lhs_dim], rhs[rhs_dim]);
+        out[out_dim] = match (l, r) {
+            _ if l == r => l,
+            (1, _) => r,
+            (_, 1) => l,
+            _ => {
+                let (op, lhs, rhs, dims) = err_ctx();
+                return Err(BroadcastError::IncompatibleDims {
+                    op,
+                    lhs,
+                    rhs,
+                    dims,
+                    lhs_dim,
+                    rhs_dim,
+                    lhs_size: l,
+                    rhs_size: r,
+                });
+            }
+        };
+        Ok(())
+    };
+    if lhs.len() >= rhs.len() {
+        for (rhs_dim, &out_dim) in rhs_dims.iter().enumerate() {
+            merge(out_dim, rhs_dim, out_dim)?;
+        }
+    } else {
+        for (lhs_dim, &out_dim) in lhs_dims.iter().enumerate() {
+            merge(lhs_dim, out_dim, out_dim)?;
+        }
+    }
+    checked_size_for(op, &out)?;
+    Ok(BinaryPlan {
+        out,
+        lhs_dims,
+        rhs_dims,
+    })
+}
+
+/// The StableHLO / JAX rule for `BroadcastInDim(operand, out_shape, broadcast_dimensions)`.
+///
+/// `broadcast_dimensions` has one entry per operand dim, all distinct and in range of
+/// `out_shape`, in any order (an unsorted list transposes); each operand dim is 1 or equal to the
+/// output dim it maps to. Output dims not named are new (broadcast) dims.
+///
+/// ```
+/// use xla_bcast::shape::broadcast_in_dim_shape;
+/// assert!(broadcast_in_dim_shape(&[5], &[2, 5, 3], &[1]).is_ok());
+/// assert!(broadcast_in_dim_shape(&[1, 5], &[5, 2, 7], &[2, 0]).is_ok()); // transposes
+/// assert!(broadcast_in_dim_shape(&[2], &[5, 1], &[1]).is_err()); // 2 is neither 1 nor 1
+/// assert!(broadcast_in_dim_shape(&[5, 1], &[1, 5], &[1, 1]).is_err()); // duplicate
+/// ```
+pub fn broadcast_in_dim_shape(
+    operand: &[usize],
+    out_shape: &[usize],
+    broadcast_dimensions: &[usize],
+) -> Result<()> {
+    in_dim_check("broadcast_in_dim", operand, out_shape, broadcast_dimensions)
+}
+
+pub(crate) fn in_dim_check(
+    op: &'static str,
+    operand: &[usize],
+    out_shape: &[usize],
+    dims: &[usize],
+) -> Result<()> {
+    let invalid = |reason: String| BroadcastError::InDimInvalid {
+        op,
+        operand: operand.to_vec(),
+        out_shape: out_shape.to_vec(),
+        dims: dims.to_vec(),
+        reason,
+    };
+    if dims.len() != operand.len() {
+        return Err(invalid(format!(
+            "broadcast_dimensions has {} entries but the operand has rank {}; give one output dim per operand dim",
+            dims.len(),
+            operand.len()
+        )));
+    }
+    if let Some(&d) = dims.iter().find(|&&d| d >= out_shape.len()) {
+        return Err(invalid(format!(
+            "dim {d} is out of range for output rank {}",
+            out_shape.len()
+        )));
+    }
+    for (i, d) in dims.iter().enumerate() {
+        if dims[..i].contains(d) {
+            return Err(invalid(format!(
+                "dim {d} appears twice; each operand dim needs its own output dim"
+            )));
+        }
+    }
+    for (operand_dim, (&size, &out_dim)) in operand.iter().zip(dims).enumerate() {
+        if size != 1 && size != out_shape[out_dim] {
+            return Err(BroadcastError::InDimSize {
+                op,
+                operand: operand.to_vec(),
+                out_shape: out_shape.to_vec(),
+                dims: dims.to_vec(),
+                operand_dim,
+                out_dim,
+                operand_size: size,
+                out_size: out_shape[out_dim],
+            });
+        }
+    }
+    checked_size_for(op, out_shape)?;
+    Ok(())
+}
+
+/// NumPy's (and PyTorch's) implicit broadcasting of any number of shapes: align trailing dims;
+/// each aligned group is equal or 1 (`1` against `0` gives `0`); missing leading dims count as 1.
+///
+/// ```
+/// use xla_bcast::shape::numpy_shape;
+/// assert_eq!(numpy_shape(&[&[5, 3, 4, 1], &[3, 1, 1]]).unwrap(), vec![5, 3, 4, 1]);
+/// assert_eq!(numpy_shape(&[&[1, 9, 4], &[15, 1, 4]]).unwrap(), vec![15, 9, 4]);
+/// assert_eq!(numpy_shape(&[]).unwrap(), Vec::<usize>::new());
+/// assert!(numpy_shape(&[&[0], &[2, 2]]).is_err());
+/// ```
+pub fn numpy_shape(shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    numpy_shape_for("broadcast_shapes", shapes)
+}
+
+pub(crate) fn numpy_shape_for(op: &'static str, shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1usize; rank];
+    // Which input decided each output dim, to name both sides of a conflict.
+    let mut owner = vec![usize::MAX; rank];
+    for (k, shape) in shapes.iter().enumerate() {
+        let pad = rank - shape.len();
+        for (i, &n) in shape.iter().enumerate() {
+            let o = pad + i;
+            if n == out[o] || n == 1 {
+                continue;
+            }
+            if out[o] == 1 {
+                out[o] = n;
+                owner[o] = k;
+                continue;
+            }
+            let first = shapes[owner[o]];
+            return Err(BroadcastError::NumpyIncompatible {
+                op,
+                first: first.to_vec(),
+                second: shape.to_vec(),
+                axis_from_end: rank - o,
+                first_size: out[o],
+                second_size: n,
+            });
+        }
+    }
+    checked_size_for(op, &out)?;
+    Ok(out)
+}
+
+/// The strict-core `broadcast_dimensions` that express NumPy's right alignment of an operand of
+/// rank `rank` into an output of rank `out_rank`.
+pub(crate) fn trailing_dims(rank: usize, out_rank: usize) -> Vec<usize> {
+    (out_rank - rank..out_rank).collect()
+}
+
+/// How Paddle's rule maps onto the strict core: how many leading dims of each operand to keep
+/// (Paddle drops the trailing size-1 dims of the lower-rank operand) and the
+/// `broadcast_dimensions` for the kept operands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PaddlePlan {
+    pub out: Vec<usize>,
+    pub x_keep: usize,
+    pub y_keep: usize,
+    pub dims: Vec<usize>,
+}
+
+/// PaddlePaddle's elementwise broadcasting with an `axis`.
+///
+/// * Identical shapes give that shape, whatever `axis` is.
+/// * Otherwise `axis` is -1 or in `0..max(rank(x), rank(y))`.
+/// * Equal ranks need `axis` -1 or 0; size-1 dims broadcast both ways.
+/// * Different ranks: the lower-rank operand (`y`, or `x` when `y` has the higher rank) drops
+///   its trailing size-1 dims and is matched against the other starting at dim `axis`
+///   (`-1` means the rank difference); size-1 dims broadcast both ways.
+///
+/// Where Paddle itself aborts the process (a `y` whose untrimmed dims run past the end of `x`,
+/// e.g. `x = [2, 1, 3]`, `y = [1, 1]`, `axis = 2`), this applies the same rules and returns
+/// `[2, 1, 3]`. Sizes of 0 follow the XLA rule (`1` against `0` gives `0`, anything else must be
+/// equal).
+///
+/// ```
+/// use xla_bcast::shape::paddle_shape;
+/// assert_eq!(paddle_shape(&[2, 3, 4, 5], &[3, 4], 1).unwrap(), vec![2, 3, 4, 5]);
+/// assert_eq!(paddle_shape(&[2, 3, 4, 5], &[4, 5], -1).unwrap(), vec![2, 3, 4, 5]);
+/// assert_eq!(paddle_shape(&[2, 3, 4, 5], &[3, 1], 1).unwrap(), vec![2, 3, 4, 5]);
+/// assert!(paddle_shape(&[2, 3, 4, 5], &[4, 5], 1).is_err());
+/// ```
+pub fn paddle_shape(x: &[usize], y: &[usize], axis: isize) -> Result<Vec<usize>> {
+    paddle_plan("elementwise", x, y, axis).map(|p| p.out)
+}
+
+pub(crate) fn paddle_plan(
+    op: &'static str,
+    x: &[usize],
+    y: &[usize],
+    axis: isize,
+) -> Result<PaddlePlan> {
+    let fail = |reason: String| BroadcastError::PaddleAxis {
+        op,
+        x: x.to_vec(),
+        y: y.to_vec(),
+        axis,
+        reason,
+    };
+    if x == y {
+        checked_size_for(op, x)?;
+        return Ok(PaddlePlan {
+            out: x.to_vec(),
+            x_keep: x.len(),
+            y_keep: y.len(),
+            dims: vec![],
+        });
+    }
+    let max_rank = x.len().max(y.len());
+    if axis != -1 && !(0..max_rank as isize).contains(&axis) {
+        return Err(fail(format!(
+            "axis must be -1 or in 0..{max_rank} (the larger rank)"
+        )));
+    }
+    if x.len() == y.len() {
+        if axis != -1 && axis != 0 {
+            return Err(fail(
+                "operands of equal rank need axis -1 or 0".to_string(),
+            ));
+        }
+        let out = merge_paddle(x, y, 0, &fail)?;
+        checked_size_for(op, &out)?;
+        return Ok(PaddlePlan {
+            out,
+            x_keep: x.len(),
+            y_keep: y.len(),
+            dims: vec![],
+        });
+    }
+    let (high, low, low_name) = if x.len() > y.len() {
+        (x, y, "y")
+    } else {
+        (y, x, "x")
+    };
+    let start = if axis == -1 {
+        high.len() - low.len()
+    } else {
+        axis as usize
+    };
+    let keep = low.len() - low.iter().rev().take_while(|&&n| n == 1).count();
+    if start + keep > high.len() {
+        return Err(fail(format!(
+            "{low_name} (without its trailing 1s: {:?}) placed at dim {start} runs past the {} dims of the other operand",
+            &low[..keep],
+            high.len()
+        )));
+    }
+    let out = merge_paddle(high, &low[..keep], start, &fail)?;
+    checked_size_for(op, &out)?;
+    let dims = (start..start + keep).collect();
+    let (x_keep, y_keep) = if x.len() > y.len() {
+        (x.len(), keep)
+    } else {
+        (keep, y.len())
+    };
+    Ok(PaddlePlan {
+        out,
+        x_keep,
+        y_keep,
+        dims,
+    })
+}
+
+/// Paddle's per-dim merge of `low` placed at `start` of `high`.
+fn merge_paddle(
+    high: &[usize],
+    low: &[usize],
+    start: usize,
+    fail: &dyn Fn(String) -> BroadcastError,
+) -> Result<Vec<usize>> {
+    let mut out = high.to_vec();
+    for (i, &l) in low.iter().enumerate() {
+        let h = high[start + i];
+        out[start + i] = match (h, l) {
+            _ if h == l => h,
+            (1, _) => l,
+            (_, 1) => h,
+            _ => {
+                return Err(fail(format!(
+                    "dim {} has size {h} against size {l} of dim {i} of the lower-rank operand; sizes must be equal or one of them 1",
+                    start + i
+                )))
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// The output shape of XLA's `Select(pred, on_true, on_false)` (and any op of three operands):
+/// equal ranks with degenerate broadcasting, a rank-0 operand broadcasting against anything.
+///
+/// ```
+/// use xla_bcast::shape::select_shape;
+/// assert_eq!(select_shape(&[2, 1], &[2, 3], &[]).unwrap(), vec![2, 3]);
+/// assert!(select_shape(&[2], &[2, 3], &[2, 3]).is_err());
+/// ```
+pub fn select_shape(pred: &[usize], on_true: &[usize], on_false: &[usize]) -> Result<Vec<usize>> {
+    let pt = binary_plan("select", pred, on_true, &[])?;
+    Ok(binary_plan("select", &pt.out, on_false, &[])?.out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_against_zero_gives_zero() {
+        assert_eq!(binary_op_shape(&[4, 1], &[4, 0], &[]).unwrap(), vec![4, 0]);
+        assert_eq!(binary_op_shape(&[0], &[2, 1], &[1]).unwrap(), vec![2, 0]);
+    }
+
+    #[test]
+    fn lower_rank_either_side() {
+        assert_eq!(binary_op_shape(&[3], &[2, 3], &[1]).unwrap(), vec![2, 3]);
+        assert_eq!(binary_op_shape(&[2, 3], &[3], &[1]).unwrap(), vec![2, 3]);
+    }
+
+    #[test]
+    fn overflow_is_an_error() {
+        let big = usize::MAX / 2;
+        assert!(matches!(
+            binary_op_shape(&[big, 1], &[1, 4], &[]),
+            Err(BroadcastError::SizeOverflow { .. })
+        ));
+    }
+
+    #[test]
+    fn paddle_trailing_ones_dropped() {
+        let p = paddle_plan("t", &[2, 1, 3], &[1, 1], 2).unwrap();
+        assert_eq!(p.out, vec![2, 1, 3]);
+        assert_eq!(p.y_keep, 0);
+    }
+}
