@@ -34,9 +34,9 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// Shape of the left operand.
-        lhs: Vec<usize>,
+        lhs: Box<[usize]>,
         /// Shape of the right operand.
-        rhs: Vec<usize>,
+        rhs: Box<[usize]>,
     },
 
     /// `broadcast_dimensions` does not have one entry per dim of the lower-rank operand.
@@ -49,11 +49,11 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// Shape of the left operand.
-        lhs: Vec<usize>,
+        lhs: Box<[usize]>,
         /// Shape of the right operand.
-        rhs: Vec<usize>,
+        rhs: Box<[usize]>,
         /// The `broadcast_dimensions` given.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
         /// The number of entries required.
         expected: usize,
     },
@@ -68,11 +68,11 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// Shape of the left operand.
-        lhs: Vec<usize>,
+        lhs: Box<[usize]>,
         /// Shape of the right operand.
-        rhs: Vec<usize>,
+        rhs: Box<[usize]>,
         /// The `broadcast_dimensions` given.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
     },
 
     /// An entry of `broadcast_dimensions` names a dim the higher-rank operand does not have.
@@ -84,11 +84,11 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// Shape of the left operand.
-        lhs: Vec<usize>,
+        lhs: Box<[usize]>,
         /// Shape of the right operand.
-        rhs: Vec<usize>,
+        rhs: Box<[usize]>,
         /// The `broadcast_dimensions` given.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
         /// The offending entry.
         dim: usize,
         /// The rank it must stay below.
@@ -105,11 +105,11 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// Shape of the left operand.
-        lhs: Vec<usize>,
+        lhs: Box<[usize]>,
         /// Shape of the right operand.
-        rhs: Vec<usize>,
+        rhs: Box<[usize]>,
         /// The `broadcast_dimensions` given.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
     },
 
     /// Two matched dims differ and neither is 1.
@@ -122,11 +122,11 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// Shape of the left operand.
-        lhs: Vec<usize>,
+        lhs: Box<[usize]>,
         /// Shape of the right operand.
-        rhs: Vec<usize>,
+        rhs: Box<[usize]>,
         /// The `broadcast_dimensions` given.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
         /// The lhs dim.
         lhs_dim: usize,
         /// The rhs dim.
@@ -141,17 +141,19 @@ pub enum BroadcastError {
     /// duplicate entry or entry out of range.
     #[error(
         "{op}: operand {} to shape {} with broadcast_dimensions {}: {reason}",
-        sh(operand), sh(out_shape), sh(dims)
+        sh(operand),
+        sh(out_shape),
+        sh(dims)
     )]
     InDimInvalid {
         /// The operation.
         op: &'static str,
         /// Shape of the operand.
-        operand: Vec<usize>,
+        operand: Box<[usize]>,
         /// The target shape.
-        out_shape: Vec<usize>,
+        out_shape: Box<[usize]>,
         /// The `broadcast_dimensions` given.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
         /// What is wrong with them.
         reason: String,
     },
@@ -166,11 +168,11 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// Shape of the operand.
-        operand: Vec<usize>,
+        operand: Box<[usize]>,
         /// The target shape.
-        out_shape: Vec<usize>,
+        out_shape: Box<[usize]>,
         /// The `broadcast_dimensions` given.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
         /// The operand dim.
         operand_dim: usize,
         /// The output dim it maps to.
@@ -190,9 +192,9 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// The result's shape.
-        expected: Vec<usize>,
+        expected: Box<[usize]>,
         /// The shape given.
-        got: Vec<usize>,
+        got: Box<[usize]>,
     },
 
     /// NumPy rule: two trailing-aligned dims differ and neither is 1.
@@ -205,9 +207,9 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// The first shape of the failing pair.
-        first: Vec<usize>,
+        first: Box<[usize]>,
         /// The second shape of the failing pair.
-        second: Vec<usize>,
+        second: Box<[usize]>,
         /// 1 for the last dim, 2 for the one before, ...
         axis_from_end: usize,
         /// Size in the first shape.
@@ -217,14 +219,18 @@ pub enum BroadcastError {
     },
 
     /// Paddle's `axis` rule failed.
-    #[error("{op}: x {} and y {} with axis {axis} (Paddle rule): {reason}", sh(x), sh(y))]
+    #[error(
+        "{op}: x {} and y {} with axis {axis} (Paddle rule): {reason}",
+        sh(x),
+        sh(y)
+    )]
     PaddleAxis {
         /// The operation.
         op: &'static str,
         /// Shape of `x`.
-        x: Vec<usize>,
+        x: Box<[usize]>,
         /// Shape of `y`.
-        y: Vec<usize>,
+        y: Box<[usize]>,
         /// The `axis` given.
         axis: isize,
         /// What failed.
@@ -237,7 +243,7 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// The shape.
-        shape: Vec<usize>,
+        shape: Box<[usize]>,
     },
 
     /// A layout is malformed or does not fit the dims it is used with.
@@ -248,18 +254,21 @@ pub enum BroadcastError {
         /// The layout, in XLA's notation.
         layout: String,
         /// The dims.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
         /// What is wrong.
         reason: String,
     },
 
     /// A buffer is shorter than its dims and layout need.
-    #[error("{op}: dims {} need a buffer of {needed} elements, got {got}", sh(dims))]
+    #[error(
+        "{op}: dims {} need a buffer of {needed} elements, got {got}",
+        sh(dims)
+    )]
     BufferTooShort {
         /// The operation.
         op: &'static str,
         /// The dims.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
         /// Elements needed.
         needed: usize,
         /// Elements given.
@@ -272,7 +281,7 @@ pub enum BroadcastError {
         /// The operation.
         op: &'static str,
         /// The dims.
-        dims: Vec<usize>,
+        dims: Box<[usize]>,
         /// The offending index, described.
         what: String,
     },
@@ -296,7 +305,11 @@ fn rank_mismatch(op: &str, lhs: &[usize], rhs: &[usize]) -> String {
     // Suggest the NumPy-style trailing alignment, the usual intent.
     let dims: Vec<usize> = (hi.len() - lo.len()..hi.len()).collect();
     let example = if lo.len() == 1 {
-        format!("e.g. {} maps {lo_name} dim 0 onto {hi_name} dim {}", sh(&dims), dims[0])
+        format!(
+            "e.g. {} maps {lo_name} dim 0 onto {hi_name} dim {}",
+            sh(&dims),
+            dims[0]
+        )
     } else {
         let from: Vec<usize> = (0..lo.len()).collect();
         format!(
@@ -343,29 +356,5 @@ impl BroadcastError {
             | Self::IndexOutOfRange { op, .. } => op,
             Self::ParseShape { .. } => "parse_shape",
         }
-    }
-
-    /// The same error, reported for another operation name (the wrappers use it so that an
-    /// error names the call the user made).
-    pub(crate) fn with_op(mut self, name: &'static str) -> Self {
-        match &mut self {
-            Self::RankMismatch { op, .. }
-            | Self::BroadcastDimsLength { op, .. }
-            | Self::BroadcastDimsNotIncreasing { op, .. }
-            | Self::BroadcastDimOutOfRange { op, .. }
-            | Self::BroadcastDimsNotIdentity { op, .. }
-            | Self::IncompatibleDims { op, .. }
-            | Self::InDimInvalid { op, .. }
-            | Self::InDimSize { op, .. }
-            | Self::OutputShape { op, .. }
-            | Self::NumpyIncompatible { op, .. }
-            | Self::PaddleAxis { op, .. }
-            | Self::SizeOverflow { op, .. }
-            | Self::Layout { op, .. }
-            | Self::BufferTooShort { op, .. }
-            | Self::IndexOutOfRange { op, .. } => *op = name,
-            Self::ParseShape { .. } => {}
-        }
-        self
     }
 }

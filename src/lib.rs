@@ -4,12 +4,16 @@
 pub mod element;
 mod engine;
 pub mod error;
+pub mod numpy;
 pub mod ops;
+pub mod paddle;
 pub mod shape;
 mod view;
 
 pub use element::XlaElement;
-pub use engine::parallel::{parallelism, set_parallelism, with_parallelism, Parallelism, PARALLEL_THRESHOLD};
+pub use engine::parallel::{
+    parallelism, set_parallelism, with_parallelism, Parallelism, PARALLEL_THRESHOLD,
+};
 pub use error::BroadcastError;
 
 /// Everything a user needs: `use xla_bcast::prelude::*;`.

@@ -29,7 +29,7 @@ pub fn checked_size(shape: &[usize]) -> Result<usize> {
 pub(crate) fn checked_size_for(op: &'static str, shape: &[usize]) -> Result<usize> {
     let overflow = || BroadcastError::SizeOverflow {
         op,
-        shape: shape.to_vec(),
+        shape: shape.into(),
     };
     // ndarray requires the product of the non-zero sizes to fit isize, even for empty arrays.
     let nonzero = shape
@@ -93,8 +93,8 @@ pub fn degenerate_shape(lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
     if lhs.len() != rhs.len() {
         return Err(BroadcastError::RankMismatch {
             op: "degenerate",
-            lhs: lhs.to_vec(),
-            rhs: rhs.to_vec(),
+            lhs: lhs.into(),
+            rhs: rhs.into(),
         });
     }
     binary_plan("degenerate", lhs, rhs, &[]).map(|p| p.out)
@@ -106,7 +106,8 @@ pub(crate) fn binary_plan(
     rhs: &[usize],
     dims: &[usize],
 ) -> Result<BinaryPlan> {
-    let err_ctx = || (op, lhs.to_vec(), rhs.to_vec(), dims.to_vec());
+    let boxed = |s: &[usize]| -> Box<[usize]> { s.into() };
+    let err_ctx = || (op, boxed(lhs), boxed(rhs), boxed(dims));
     let identity = |n: usize| (0..n).collect::<Vec<usize>>();
 
     if lhs.len() == rhs.len() {
@@ -120,8 +121,8 @@ pub(crate) fn binary_plan(
         if dims.is_empty() && low > 0 {
             return Err(BroadcastError::RankMismatch {
                 op,
-                lhs: lhs.to_vec(),
-                rhs: rhs.to_vec(),
+                lhs: lhs.into(),
+                rhs: rhs.into(),
             });
         }
         if dims.len() != low {
@@ -230,9 +231,9 @@ pub(crate) fn in_dim_check(
 ) -> Result<()> {
     let invalid = |reason: String| BroadcastError::InDimInvalid {
         op,
-        operand: operand.to_vec(),
-        out_shape: out_shape.to_vec(),
-        dims: dims.to_vec(),
+        operand: operand.into(),
+        out_shape: out_shape.into(),
+        dims: dims.into(),
         reason,
     };
     if dims.len() != operand.len() {
@@ -259,9 +260,9 @@ pub(crate) fn in_dim_check(
         if size != 1 && size != out_shape[out_dim] {
             return Err(BroadcastError::InDimSize {
                 op,
-                operand: operand.to_vec(),
-                out_shape: out_shape.to_vec(),
-                dims: dims.to_vec(),
+                operand: operand.into(),
+                out_shape: out_shape.into(),
+                dims: dims.into(),
                 operand_dim,
                 out_dim,
                 operand_size: size,
@@ -307,8 +308,8 @@ pub(crate) fn numpy_shape_for(op: &'static str, shapes: &[&[usize]]) -> Result<V
             let first = shapes[owner[o]];
             return Err(BroadcastError::NumpyIncompatible {
                 op,
-                first: first.to_vec(),
-                second: shape.to_vec(),
+                first: first.into(),
+                second: (*shape).into(),
                 axis_from_end: rank - o,
                 first_size: out[o],
                 second_size: n,
@@ -317,12 +318,6 @@ pub(crate) fn numpy_shape_for(op: &'static str, shapes: &[&[usize]]) -> Result<V
     }
     checked_size_for(op, &out)?;
     Ok(out)
-}
-
-/// The strict-core `broadcast_dimensions` that express NumPy's right alignment of an operand of
-/// rank `rank` into an output of rank `out_rank`.
-pub(crate) fn trailing_dims(rank: usize, out_rank: usize) -> Vec<usize> {
-    (out_rank - rank..out_rank).collect()
 }
 
 /// How Paddle's rule maps onto the strict core: how many leading dims of each operand to keep
@@ -369,8 +364,8 @@ pub(crate) fn paddle_plan(
 ) -> Result<PaddlePlan> {
     let fail = |reason: String| BroadcastError::PaddleAxis {
         op,
-        x: x.to_vec(),
-        y: y.to_vec(),
+        x: x.into(),
+        y: y.into(),
         axis,
         reason,
     };
@@ -391,9 +386,7 @@ pub(crate) fn paddle_plan(
     }
     if x.len() == y.len() {
         if axis != -1 && axis != 0 {
-            return Err(fail(
-                "operands of equal rank need axis -1 or 0".to_string(),
-            ));
+            return Err(fail("operands of equal rank need axis -1 or 0".to_string()));
         }
         let out = merge_paddle(x, y, 0, &fail)?;
         checked_size_for(op, &out)?;

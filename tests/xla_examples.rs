@@ -89,7 +89,8 @@ fn vector_t_on_each_dim_of_mnpq() {
 fn matrix_tv_on_pairs_of_mnpq() {
     let x = Array4::<i64>::zeros(MNPQ);
     for dims in [[2, 3], [1, 2], [0, 3]] {
-        let tv = Array2::from_shape_fn((MNPQ[dims[0]], MNPQ[dims[1]]), |(i, j)| (10 * i + j) as i64);
+        let tv =
+            Array2::from_shape_fn((MNPQ[dims[0]], MNPQ[dims[1]]), |(i, j)| (10 * i + j) as i64);
         let r = x.add_bcast(&tv, &dims).unwrap();
         for (idx, &v) in r.indexed_iter() {
             let idx = [idx.0, idx.1, idx.2, idx.3];
@@ -120,12 +121,24 @@ fn illegal_tv_matches() {
 #[test]
 fn degenerate_examples() {
     assert_eq!(binary_op_shape(&[2, 1], &[2, 3], &[]).unwrap(), vec![2, 3]);
-    assert_eq!(binary_op_shape(&[1, 2, 5], &[7, 2, 5], &[]).unwrap(), vec![7, 2, 5]);
-    assert_eq!(binary_op_shape(&[7, 2, 5], &[7, 1, 5], &[]).unwrap(), vec![7, 2, 5]);
+    assert_eq!(
+        binary_op_shape(&[1, 2, 5], &[7, 2, 5], &[]).unwrap(),
+        vec![7, 2, 5]
+    );
+    assert_eq!(
+        binary_op_shape(&[7, 2, 5], &[7, 1, 5], &[]).unwrap(),
+        vec![7, 2, 5]
+    );
     let e = binary_op_shape(&[7, 2, 5], &[7, 2, 6], &[]).unwrap_err();
     assert!(matches!(
         e,
-        BroadcastError::IncompatibleDims { lhs_dim: 2, rhs_dim: 2, lhs_size: 5, rhs_size: 6, .. }
+        BroadcastError::IncompatibleDims {
+            lhs_dim: 2,
+            rhs_dim: 2,
+            lhs_size: 5,
+            rhs_size: 6,
+            ..
+        }
     ));
     let a = ArrayD::<i32>::zeros(IxDyn(&[7, 2, 5]));
     let b = ArrayD::<i32>::zeros(IxDyn(&[7, 1, 5]));

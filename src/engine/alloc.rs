@@ -14,7 +14,10 @@ const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 /// element count fits `isize`.
 pub(super) fn uninit<C>(shape: &[usize]) -> Array<MaybeUninit<C>, IxDyn> {
     let mut out = Array::<C, IxDyn>::uninit(IxDyn(shape));
-    advise_huge_pages(out.as_mut_ptr() as *mut u8, out.len() * std::mem::size_of::<C>());
+    advise_huge_pages(
+        out.as_mut_ptr() as *mut u8,
+        out.len() * std::mem::size_of::<C>(),
+    );
     out
 }
 

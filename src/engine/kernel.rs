@@ -80,20 +80,29 @@ pub(crate) unsafe fn zip_row<S: Sink<C>, A: Clone, B: Clone, C>(
             }
         }
         [1, 1, 0] => {
-            let (o, a, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n), &*b);
+            let (o, a, b) = (
+                slice::from_raw_parts_mut(o, n),
+                slice::from_raw_parts(a, n),
+                &*b,
+            );
             for (o, a) in o.iter_mut().zip(a) {
                 o.put(f(a.clone(), b.clone()));
             }
         }
         [1, 0, 1] => {
-            let (o, a, b) = (slice::from_raw_parts_mut(o, n), &*a, slice::from_raw_parts(b, n));
+            let (o, a, b) = (
+                slice::from_raw_parts_mut(o, n),
+                &*a,
+                slice::from_raw_parts(b, n),
+            );
             for (o, b) in o.iter_mut().zip(b) {
                 o.put(f(a.clone(), b.clone()));
             }
         }
         [so, sa, sb] => {
             for i in 0..n as isize {
-                (*o.offset(i * so)).put(f((*a.offset(i * sa)).clone(), (*b.offset(i * sb)).clone()));
+                (*o.offset(i * so))
+                    .put(f((*a.offset(i * sa)).clone(), (*b.offset(i * sb)).clone()));
             }
         }
     }

@@ -65,12 +65,18 @@ fn run<const N: usize>(
 /// The engine's one precondition: every operand is already seen at the output's shape (a
 /// mismatch would be a bug in the crate, never a user error, which the shape rules catch).
 fn same_shape(out: &[usize], operand: &[usize]) {
-    assert_eq!(out, operand, "engine: operands must be seen at the output shape");
+    assert_eq!(
+        out, operand,
+        "engine: operands must be seen at the output shape"
+    );
 }
 
 /// `out[i] = f(a[i])`. `a` must already be seen at `out`'s shape.
-pub(crate) fn map<S, A, C, D, E>(out: &mut ArrayRef<S, D>, a: &ArrayRef<A, E>, f: &(impl Fn(A) -> C + Sync))
-where
+pub(crate) fn map<S, A, C, D, E>(
+    out: &mut ArrayRef<S, D>,
+    a: &ArrayRef<A, E>,
+    f: &(impl Fn(A) -> C + Sync),
+) where
     S: Sink<C> + Send,
     A: Clone + Sync,
     D: Dimension,
@@ -102,10 +108,14 @@ pub(crate) fn zip<S, A, B, C, D, E, F>(
     same_shape(out.shape(), a.shape());
     same_shape(out.shape(), b.shape());
     let (po, pa, pb) = (SyncPtr(out.as_mut_ptr()), SyncPtr::of(a), SyncPtr::of(b));
-    run(out.shape(), [out.strides(), a.strides(), b.strides()], &|o, n, s| {
-        // SAFETY: as in `map`.
-        unsafe { kernel::zip_row(po.at(o[0]), pa.at(o[1]), pb.at(o[2]), n, s, f) }
-    });
+    run(
+        out.shape(),
+        [out.strides(), a.strides(), b.strides()],
+        &|o, n, s| {
+            // SAFETY: as in `map`.
+            unsafe { kernel::zip_row(po.at(o[0]), pa.at(o[1]), pb.at(o[2]), n, s, f) }
+        },
+    );
 }
 
 /// `out[i] = f(a[i], b[i], c[i])`. The operands must already be seen at `out`'s shape.
@@ -138,8 +148,11 @@ pub(crate) fn zip3<S, A, B, C, R, D, E1, E2, E3>(
 }
 
 /// `out[i] = f(out[i], b[i])`, in place. `b` must already be seen at `out`'s shape.
-pub(crate) fn update<A, B, D, E>(out: &mut ArrayRef<A, D>, b: &ArrayRef<B, E>, f: &(impl Fn(A, B) -> A + Sync))
-where
+pub(crate) fn update<A, B, D, E>(
+    out: &mut ArrayRef<A, D>,
+    b: &ArrayRef<B, E>,
+    f: &(impl Fn(A, B) -> A + Sync),
+) where
     A: Clone + Send + Sync,
     B: Clone + Sync,
     D: Dimension,
@@ -155,7 +168,10 @@ where
 
 /// A fresh output of `shape` in standard layout, filled by `fill` (which must write every
 /// element through the engine).
-pub(crate) fn fresh<C>(shape: &[usize], fill: impl FnOnce(&mut ArrayRef<MaybeUninit<C>, IxDyn>)) -> Array<C, IxDyn> {
+pub(crate) fn fresh<C>(
+    shape: &[usize],
+    fill: impl FnOnce(&mut ArrayRef<MaybeUninit<C>, IxDyn>),
+) -> Array<C, IxDyn> {
     let mut out = alloc::uninit::<C>(shape);
     fill(&mut out);
     // SAFETY: every caller passes a `fill` that runs one engine pass over `out`, and an engine

@@ -1,0 +1,205 @@
+//! NumPy / PyTorch implicit broadcasting, as a client-level wrapper over the strict core.
+//!
+//! XLA keeps implicit broadcasting out of its core; this module adds it back for code ported
+//! from NumPy or PyTorch. Each function computes NumPy's shape ([`crate::shape::numpy_shape`]),
+//! turns the right alignment into explicit `broadcast_dimensions` (the lower-rank operand's
+//! dims map onto the trailing dims of the other) and calls the strict core: one kernel path.
+//!
+//! Only the broadcasting rule is NumPy's. Element semantics stay XLA's ([`crate::XlaElement`]):
+//! integer ops wrap, integer division by zero does not trap, `rem` truncates like C's `fmod`
+//! (NumPy's `%` floors), and `max` / `min` propagate NaN like `np.maximum` / `np.minimum`.
+//!
+//! ```
+//! use ndarray::array;
+//! use xla_bcast::numpy;
+//!
+//! let col = array![[0], [10], [20], [30]];
+//! let row = array![1, 2, 3];
+//! assert_eq!(
+//!     numpy::add(&col, &row).unwrap(),
+//!     array![[1, 2, 3], [11, 12, 13], [21, 22, 23], [31, 32, 33]]
+//! );
+//! ```
+
+use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
+
+use crate::element::XlaElement;
+use crate::error::{BroadcastError, Result};
+use crate::ops::{zip_collect, DimMaxOf};
+use crate::shape::numpy_shape_for;
+use crate::view::broadcast_in_dim_view;
+
+/// NumPy's `broadcast_shapes`: the common shape of any number of shapes (also
+/// [`crate::shape::numpy_shape`]).
+///
+/// ```
+/// use xla_bcast::numpy::broadcast_shapes;
+/// assert_eq!(broadcast_shapes(&[&[8, 1, 6, 1], &[7, 1, 5]]).unwrap(), vec![8, 7, 6, 5]);
+/// let err = broadcast_shapes(&[&[0], &[2, 2]]).unwrap_err();
+/// assert!(err.to_string().contains("sizes 0 and 2"));
+/// ```
+pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    numpy_shape_for("broadcast_shapes", shapes)
+}
+
+/// The strict-core dims that right-align an operand of rank `rank` in an output of rank `out`.
+fn trailing(rank: usize, out: usize) -> Vec<usize> {
+    (out - rank..out).collect()
+}
+
+/// NumPy's `broadcast_to`: a zero-copy view of `a` at `shape` (trailing dims aligned, size-1
+/// dims repeated with stride 0, new leading dims added).
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::numpy::broadcast_to;
+///
+/// let v = array![1, 2, 3];
+/// let b = broadcast_to(&v, &[2, 3]).unwrap();
+/// assert_eq!(b, array![[1, 2, 3], [1, 2, 3]].into_dyn());
+/// assert_eq!(b.strides(), &[0, 1]);
+/// assert!(broadcast_to(&v, &[3, 2]).is_err());
+/// ```
+pub fn broadcast_to<'a, A, D: Dimension>(
+    a: &'a ArrayRef<A, D>,
+    shape: &[usize],
+) -> Result<ArrayView<'a, A, IxDyn>> {
+    if a.ndim() > shape.len() {
+        return Err(BroadcastError::InDimInvalid {
+            op: "broadcast_to",
+            operand: a.shape().into(),
+            out_shape: shape.into(),
+            dims: Box::new([]),
+            reason: format!(
+                "the array has {} dims, more than the target's {}",
+                a.ndim(),
+                shape.len()
+            ),
+        });
+    }
+    broadcast_in_dim_view(
+        "broadcast_to",
+        a.view(),
+        shape,
+        &trailing(a.ndim(), shape.len()),
+    )
+}
+
+/// NumPy's `broadcast_arrays`: views of all `arrays` at their common shape, zero-copy.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::numpy::broadcast_arrays;
+///
+/// let a = array![[1], [2]];
+/// let b = array![[10, 20, 30]];
+/// let v = broadcast_arrays(&[&a, &b]).unwrap();
+/// assert_eq!(v[0].shape(), &[2, 3]);
+/// assert_eq!(v[1], array![[10, 20, 30], [10, 20, 30]].into_dyn());
+/// ```
+pub fn broadcast_arrays<'a, A, D: Dimension>(
+    arrays: &[&'a ArrayRef<A, D>],
+) -> Result<Vec<ArrayView<'a, A, IxDyn>>> {
+    let shapes: Vec<&[usize]> = arrays.iter().map(|a| a.shape()).collect();
+    let shape = numpy_shape_for("broadcast_arrays", &shapes)?;
+    arrays.iter().map(|a| broadcast_to(a, &shape)).collect()
+}
+
+/// The strict-core `broadcast_dimensions` for a NumPy binary op, after checking NumPy's rule
+/// (so errors speak of trailing dims, not of XLA's dims).
+fn numpy_dims(op: &'static str, lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
+    let out = numpy_shape_for(op, &[lhs, rhs])?;
+    Ok(if lhs.len() == rhs.len() {
+        vec![]
+    } else {
+        trailing(lhs.len().min(rhs.len()), out.len())
+    })
+}
+
+/// `f(a, b)` elementwise under NumPy broadcasting; the generic form of the ops below.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::numpy::zip_with;
+///
+/// let r = zip_with(&array![[1.0], [2.0]], &array![3.0, 4.0], |a: f64, b: f64| a.hypot(b)).unwrap();
+/// assert_eq!(r.shape(), &[2, 2]);
+/// assert_eq!(r[[0, 1]], 1f64.hypot(4.0));
+/// ```
+pub fn zip_with<A, B, C, D, E, F>(
+    a: &ArrayRef<A, D>,
+    b: &ArrayRef<B, E>,
+    f: F,
+) -> Result<Array<C, DimMaxOf<D, E>>>
+where
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Send,
+    D: Dimension + DimMax<E>,
+    E: Dimension,
+    F: Fn(A, B) -> C + Sync + Send,
+{
+    numpy_zip("zip_with", a, b, f)
+}
+
+fn numpy_zip<A, B, C, D, E>(
+    op: &'static str,
+    a: &ArrayRef<A, D>,
+    b: &ArrayRef<B, E>,
+    f: impl Fn(A, B) -> C + Sync,
+) -> Result<Array<C, DimMaxOf<D, E>>>
+where
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Send,
+    D: Dimension + DimMax<E>,
+    E: Dimension,
+{
+    let dims = numpy_dims(op, a.shape(), b.shape())?;
+    zip_collect(op, a, b, &dims, f)
+}
+
+macro_rules! numpy_family {
+    ($( $name:ident, $bound:path, $ret:ty, $f:expr, $expect:literal; )*) => {$(
+        #[doc = concat!("`", stringify!($name), "` under NumPy broadcasting (element semantics: [`XlaElement`] for arithmetic, IEEE for comparisons).")]
+        ///
+        /// ```
+        /// use ndarray::array;
+        /// use xla_bcast::numpy;
+        ///
+        /// let a = array![[1i64, 2], [3, 4]];
+        #[doc = concat!("let r = numpy::", stringify!($name), "(&a, &array![2i64, 3]).unwrap();")]
+        #[doc = concat!("assert_eq!(r[[1, 1]], ", $expect, "); // 4 ", stringify!($name), " 3")]
+        #[doc = concat!("assert!(numpy::", stringify!($name), "(&a, &array![1i64, 2, 3]).is_err());")]
+        /// ```
+        pub fn $name<A, D, E>(a: &ArrayRef<A, D>, b: &ArrayRef<A, E>) -> Result<Array<$ret, DimMaxOf<D, E>>>
+        where
+            A: $bound,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            numpy_zip(stringify!($name), a, b, $f)
+        }
+    )*};
+}
+
+numpy_family! {
+    add, XlaElement, A, A::xla_add, "7";
+    sub, XlaElement, A, A::xla_sub, "1";
+    mul, XlaElement, A, A::xla_mul, "12";
+    div, XlaElement, A, A::xla_div, "1";
+    rem, XlaElement, A, A::xla_rem, "1";
+    max, XlaElement, A, A::xla_max, "4";
+    min, XlaElement, A, A::xla_min, "3";
+    pow, XlaElement, A, A::xla_pow, "64";
+    eq, Compare, bool, |x: A, y: A| x == y, "false";
+    ne, Compare, bool, |x: A, y: A| x != y, "true";
+    lt, Compare, bool, |x: A, y: A| x < y, "false";
+    le, Compare, bool, |x: A, y: A| x <= y, "false";
+    gt, Compare, bool, |x: A, y: A| x > y, "true";
+    ge, Compare, bool, |x: A, y: A| x >= y, "true";
+}
+
+/// What the comparisons need of an element.
+pub trait Compare: PartialOrd + Clone + Sync {}
+impl<T: PartialOrd + Clone + Sync> Compare for T {}

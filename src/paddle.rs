@@ -1,0 +1,121 @@
+//! PaddlePaddle's `axis` broadcasting, as a client-level wrapper over the strict core.
+//!
+//! Paddle's legacy elementwise ops take an `axis`: the lower-rank operand, without its trailing
+//! size-1 dims, is matched against the other starting at dim `axis` (`-1`: aligned to the
+//! end). That is XLA's explicit `broadcast_dimensions` `[axis, axis + 1, ...]` once the trailing
+//! ones are dropped, so each function here drops them (a zero-copy view), derives those dims from
+//! [`crate::shape::paddle_shape`]'s rule and calls the strict core.
+//!
+//! ```
+//! use ndarray::{Array, Array1, Array4};
+//! use xla_bcast::paddle;
+//!
+//! let x = Array4::<f32>::zeros((2, 3, 4, 5));
+//! let y = Array1::from(vec![1.0f32, 2.0, 3.0]);
+//! let r = paddle::elementwise_add(&x, &y, 1).unwrap(); // y runs along dim 1
+//! assert_eq!(r.shape(), &[2, 3, 4, 5]);
+//! assert_eq!(r[[1, 2, 3, 4]], 3.0);
+//! ```
+
+use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
+
+use crate::element::XlaElement;
+use crate::error::Result;
+use crate::ops::{into_dim, zip_collect, DimMaxOf};
+use crate::shape::paddle_plan;
+
+/// `a` without its dims from `keep` on (all of size 1): a zero-copy view.
+fn leading<A, D: Dimension>(a: &ArrayRef<A, D>, keep: usize) -> ArrayView<'_, A, IxDyn> {
+    let mut v = a.view().into_dyn();
+    while v.ndim() > keep {
+        let last = Axis(v.ndim() - 1);
+        v = v.index_axis_move(last, 0);
+    }
+    v
+}
+
+/// `f(x, y)` elementwise under Paddle's `axis` rule; the generic form of the ops below.
+///
+/// # Errors
+/// [`crate::BroadcastError::PaddleAxis`] naming the axis and dims that failed.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::paddle;
+///
+/// let x = array![[[1.0, 2.0]], [[3.0, 4.0]]]; // (2, 1, 2)
+/// let y = array![[10.0], [20.0], [30.0]]; // (3, 1): trailing 1 dropped, placed at axis 1
+/// let r = paddle::elementwise(&x, &y, 1, |a: f64, b: f64| a * b).unwrap();
+/// assert_eq!(r.shape(), &[2, 3, 2]);
+/// assert_eq!(r[[1, 2, 1]], 120.0);
+/// ```
+pub fn elementwise<A, B, C, D, E, F>(
+    x: &ArrayRef<A, D>,
+    y: &ArrayRef<B, E>,
+    axis: isize,
+    f: F,
+) -> Result<Array<C, DimMaxOf<D, E>>>
+where
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Send,
+    D: Dimension + DimMax<E>,
+    E: Dimension,
+    F: Fn(A, B) -> C + Sync + Send,
+{
+    paddle_zip("elementwise", x, y, axis, f)
+}
+
+fn paddle_zip<A, B, C, D, E>(
+    op: &'static str,
+    x: &ArrayRef<A, D>,
+    y: &ArrayRef<B, E>,
+    axis: isize,
+    f: impl Fn(A, B) -> C + Sync,
+) -> Result<Array<C, DimMaxOf<D, E>>>
+where
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Send,
+    D: Dimension + DimMax<E>,
+    E: Dimension,
+{
+    let plan = paddle_plan(op, x.shape(), y.shape(), axis)?;
+    let (xv, yv) = (leading(x, plan.x_keep), leading(y, plan.y_keep));
+    into_dim(op, zip_collect(op, &xv, &yv, &plan.dims, f)?)
+}
+
+macro_rules! paddle_family {
+    ($( $name:ident, $elem:ident, $expect:literal; )*) => {$(
+        #[doc = concat!("Paddle's `", stringify!($name), "(x, y, axis)`, with XLA element semantics ([`XlaElement::", stringify!($elem), "`]).")]
+        ///
+        /// ```
+        /// use ndarray::array;
+        /// use xla_bcast::paddle;
+        ///
+        /// let x = array![[1i64, 2], [3, 4]];
+        #[doc = concat!("let r = paddle::", stringify!($name), "(&x, &array![2i64, 3], -1).unwrap();")]
+        #[doc = concat!("assert_eq!(r[[1, 1]], ", $expect, "); // 4 and 3")]
+        #[doc = concat!("assert!(paddle::", stringify!($name), "(&x, &array![2i64, 3, 4], 1).is_err());")]
+        /// ```
+        pub fn $name<A, D, E>(x: &ArrayRef<A, D>, y: &ArrayRef<A, E>, axis: isize) -> Result<Array<A, DimMaxOf<D, E>>>
+        where
+            A: XlaElement,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            paddle_zip(stringify!($name), x, y, axis, A::$elem)
+        }
+    )*};
+}
+
+paddle_family! {
+    elementwise_add, xla_add, "7";
+    elementwise_sub, xla_sub, "1";
+    elementwise_mul, xla_mul, "12";
+    elementwise_div, xla_div, "1";
+    elementwise_max, xla_max, "4";
+    elementwise_min, xla_min, "3";
+    elementwise_pow, xla_pow, "64";
+    elementwise_mod, xla_rem, "1";
+}
