@@ -1,0 +1,292 @@
+//! The strict op family on every kind of array: result types, `_into`, in place, comparisons,
+//! `select`, the `strict()` operators, zero-copy views and XLA element semantics.
+
+use ndarray::{
+    arr0, array, s, ArcArray, Array, Array1, Array2, Array3, ArrayD, ArrayView2, CowArray, Ix2,
+    Ix3, IxDyn, ShapeBuilder,
+};
+use xla_bcast::prelude::*;
+
+#[test]
+fn result_dimension_type_follows_dimmax() {
+    let a = Array2::<f64>::ones((2, 3));
+    let v = Array1::<f64>::ones(3);
+    let r: Array2<f64> = a.add_bcast(&v, &[1]).unwrap();
+    assert_eq!(r.shape(), &[2, 3]);
+    let r: Array2<f64> = v.add_bcast(&a, &[1]).unwrap();
+    assert_eq!(r.shape(), &[2, 3]);
+    let d = ArrayD::<f64>::ones(IxDyn(&[2, 3]));
+    let r: ArrayD<f64> = a.add_bcast(&d, &[]).unwrap();
+    assert_eq!(r.shape(), &[2, 3]);
+    let r: Array3<f64> = Array3::<f64>::ones((4, 2, 3))
+        .mul_bcast(&a, &[1, 2])
+        .unwrap();
+    assert_eq!(r.sum(), 24.0);
+}
+
+#[test]
+fn every_array_kind_works() {
+    let owned = array![[1.0, 2.0], [3.0, 4.0]];
+    let view: ArrayView2<f64> = owned.view();
+    let arc: ArcArray<f64, Ix2> = owned.to_shared();
+    let cow = CowArray::from(owned.view());
+    let mut buf = owned.clone();
+    let vm = buf.view_mut();
+    let row = array![10.0, 20.0];
+    let want = array![[11.0, 22.0], [13.0, 24.0]];
+    assert_eq!(owned.add_bcast(&row, &[1]).unwrap(), want);
+    assert_eq!(view.add_bcast(&row, &[1]).unwrap(), want);
+    assert_eq!(arc.add_bcast(&row, &[1]).unwrap(), want);
+    assert_eq!(cow.add_bcast(&row, &[1]).unwrap(), want);
+    assert_eq!(vm.add_bcast(&row, &[1]).unwrap(), want);
+    assert_eq!(owned.add_bcast(&row.view(), &[1]).unwrap(), want);
+    assert_eq!(owned.add_bcast(&row.to_shared(), &[1]).unwrap(), want);
+}
+
+#[test]
+fn strided_inputs() {
+    let base = Array::from_shape_fn((6, 8), |(i, j)| (i * 8 + j) as i64);
+    let lhs = base.slice(s![..;2, ..;-3]); // stepped and reversed
+    let rhs = base.slice(s![0, ..;-3]);
+    let r = lhs.sub_bcast(&rhs, &[1]).unwrap();
+    for ((i, j), &v) in r.indexed_iter() {
+        assert_eq!(v, lhs[[i, j]] - rhs[j]);
+    }
+    let t = base.t(); // transposed
+    let r = t.add_bcast(&Array1::from_elem(6, 1i64), &[1]).unwrap();
+    assert_eq!(r, t.mapv(|x| x + 1));
+    let f = Array::from_shape_vec((3, 4).f(), (0..12).collect::<Vec<i64>>()).unwrap();
+    let r = f.mul_bcast(&array![[2i64]], &[]).unwrap();
+    assert_eq!(r, f.mapv(|x| 2 * x));
+    assert!(r.is_standard_layout());
+}
+
+#[test]
+fn broadcast_views_as_inputs() {
+    let v = array![1, 2, 3];
+    let wide = v.broadcast_in_dim(&[2, 3], &[1]).unwrap();
+    let r = wide.add_bcast(&array![[10], [20]], &[]).unwrap();
+    assert_eq!(r, array![[11, 12, 13], [21, 22, 23]].into_dyn());
+}
+
+#[test]
+fn into_writes_only_on_success() {
+    let a = array![[1, 2], [3, 4]];
+    let mut out = Array2::<i32>::from_elem((2, 2), -7);
+    a.add_bcast_into(&array![1, 1], &[0], &mut out).unwrap();
+    assert_eq!(out, array![[2, 3], [4, 5]]);
+
+    let mut wrong = Array2::<i32>::from_elem((2, 3), -7);
+    let e = a
+        .add_bcast_into(&array![1, 1], &[0], &mut wrong)
+        .unwrap_err();
+    assert!(matches!(e, BroadcastError::OutputShape { .. }));
+    assert!(wrong.iter().all(|&x| x == -7));
+    let e = a
+        .add_bcast_into(&array![1, 1, 1], &[0], &mut out)
+        .unwrap_err();
+    assert!(matches!(e, BroadcastError::IncompatibleDims { .. }));
+    assert_eq!(out, array![[2, 3], [4, 5]]);
+
+    // Into a strided, transposed output.
+    let mut t = Array2::<i32>::zeros((2, 2).f());
+    a.mul_bcast_into(&arr0(3), &[], &mut t).unwrap();
+    assert_eq!(t, array![[3, 6], [9, 12]]);
+}
+
+#[test]
+fn in_place_ops() {
+    let mut a = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+    a.add_assign_bcast(&array![10.0, 20.0], &[0]).unwrap();
+    assert_eq!(a, array![[11.0, 12.0, 13.0], [24.0, 25.0, 26.0]]);
+    a.max_assign_bcast(&array![[20.0, 0.0, 30.0]], &[]).unwrap();
+    assert_eq!(a, array![[20.0, 12.0, 30.0], [24.0, 25.0, 30.0]]);
+    // The result would be larger than self: refused, self unchanged.
+    let before = a.clone();
+    let mut col = array![[1.0], [2.0]];
+    let e = col.add_assign_bcast(&a, &[]).unwrap_err();
+    assert!(matches!(e, BroadcastError::OutputShape { .. }));
+    assert_eq!(col, array![[1.0], [2.0]]);
+    assert_eq!(a, before);
+    // In place on a view of part of an array.
+    let mut big = Array2::<f64>::zeros((4, 4));
+    big.slice_mut(s![1..3, ..;2])
+        .sub_assign_bcast(&arr0(1.0), &[])
+        .unwrap();
+    assert_eq!(big.sum(), -4.0);
+    assert_eq!(big[[1, 2]], -1.0);
+    assert_eq!(big[[1, 1]], 0.0);
+}
+
+#[test]
+fn comparisons() {
+    let a = array![[1.0, f64::NAN], [3.0, 4.0]];
+    let b = array![3.0, 4.0];
+    assert_eq!(
+        a.lt_bcast(&b, &[1]).unwrap(),
+        array![[true, false], [false, false]]
+    );
+    assert_eq!(
+        a.ne_bcast(&b, &[1]).unwrap(),
+        array![[true, true], [false, false]]
+    );
+    assert_eq!(
+        a.ge_bcast(&b, &[0]).unwrap(),
+        array![[false, false], [false, true]]
+    );
+    let mut out = Array2::from_elem((2, 2), true);
+    a.eq_bcast_into(&arr0(3.0), &[], &mut out).unwrap();
+    assert_eq!(out, array![[false, false], [true, false]]);
+}
+
+#[test]
+fn select() {
+    let pred = array![[true, false, true]];
+    let t = array![[1, 2, 3], [4, 5, 6]];
+    let f = array![[-1], [-2]];
+    let r = pred.select_bcast(&t, &f).unwrap();
+    assert_eq!(r, array![[1, -1, 3], [4, -2, 6]]);
+    let r = arr0(false).select_bcast(&t, &f).unwrap();
+    assert_eq!(r, array![[-1, -1, -1], [-2, -2, -2]]);
+    assert!(array![true, false].select_bcast(&t, &f).is_err()); // rank 1 vs rank 2
+    let mut wrong = Array2::<i32>::zeros((3, 3));
+    assert!(pred.select_bcast_into(&t, &f, &mut wrong).is_err());
+    assert!(wrong.iter().all(|&x| x == 0));
+}
+
+#[test]
+fn strict_operators() {
+    let a = array![[1, 2, 3], [4, 5, 6]];
+    assert_eq!(a.strict() + &array![[1], [2]], array![[2, 3, 4], [6, 7, 8]]);
+    assert_eq!(a.strict() - &arr0(1), array![[0, 1, 2], [3, 4, 5]]);
+    assert_eq!(a.strict() * a.strict(), a.mapv(|x| x * x));
+    assert_eq!(a.strict() / 0, Array2::from_elem((2, 3), -1));
+    assert_eq!(a.strict() % 4, array![[1, 2, 3], [0, 1, 2]]);
+    let r = std::panic::catch_unwind(|| a.strict() + &array![1, 2, 3]);
+    let msg = *r.unwrap_err().downcast::<String>().unwrap();
+    assert!(msg.contains("different ranks"), "{msg}");
+    let r = std::panic::catch_unwind(|| a.strict() + &array![[1, 2]]);
+    let msg = *r.unwrap_err().downcast::<String>().unwrap();
+    assert!(msg.contains("incompatible"), "{msg}");
+}
+
+#[test]
+fn zero_copy_views() {
+    let a = Array::from_shape_fn((2, 3), |(i, j)| i * 3 + j);
+    let b = a.broadcast_in_dim(&[4, 2, 3], &[1, 2]).unwrap();
+    assert_eq!(b.as_ptr(), a.as_ptr());
+    assert_eq!(b.strides(), &[0, 3, 1]);
+    let t = a.broadcast_in_dim(&[3, 5, 2], &[2, 0]).unwrap();
+    assert_eq!(t.as_ptr(), a.as_ptr());
+    assert_eq!(t.strides(), &[1, 0, 3]);
+    assert_eq!(t[[2, 4, 1]], a[[1, 2]]);
+    let col = array![[7], [8]];
+    let d = col.broadcast_in_dim(&[2, 3], &[0, 1]).unwrap();
+    assert_eq!(d.strides(), &[1, 0]);
+    let l = a.broadcast_leading(&[2, 2]).unwrap();
+    assert_eq!(l.shape(), &[2, 2, 2, 3]);
+    assert_eq!(l.strides(), &[0, 0, 3, 1]);
+    assert_eq!(l.as_ptr(), a.as_ptr());
+    // A view of a view keeps the original borrow.
+    let s = a.slice(s![.., 1..]);
+    let v = s.broadcast_in_dim(&[2, 2, 2], &[0, 2]).unwrap();
+    assert_eq!(v.as_ptr(), &a[[0, 1]] as *const usize);
+}
+
+#[test]
+fn broadcast_in_dim_errors() {
+    let a = Array3::<u8>::zeros((2, 1, 3));
+    for (out, dims) in [
+        (vec![2, 1, 3], vec![0, 1]),    // too few dims
+        (vec![2, 1, 3], vec![0, 1, 3]), // out of range
+        (vec![2, 1, 3], vec![0, 0, 2]), // duplicate
+        (vec![2, 4, 4], vec![0, 1, 2]), // 3 -> 4
+        (vec![2, 3], vec![0, 1, 1]),    // lower output rank
+    ] {
+        let e = a.broadcast_in_dim(&out, &dims).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("broadcast_in_dim: operand [2, 1, 3]"),
+            "{msg}"
+        );
+    }
+    let e = a.broadcast_in_dim(&[usize::MAX, 2, 3], &[1, 2, 0]);
+    assert!(e.is_err());
+}
+
+#[test]
+fn xla_integer_semantics_every_type() {
+    macro_rules! signed {
+        ($($t:ty),*) => {$(
+            let a = array![<$t>::MAX, <$t>::MIN, 7, <$t>::MIN, -7];
+            let b = array![1 as $t, 1, 0, -1, 2];
+            assert_eq!(a.add_bcast(&b, &[]).unwrap()[0], <$t>::MIN);
+            assert_eq!(a.sub_bcast(&b, &[]).unwrap()[1], <$t>::MAX);
+            assert_eq!(a.mul_bcast(&array![2 as $t], &[]).unwrap()[0], -2);
+            let q = a.div_bcast(&b, &[]).unwrap();
+            assert_eq!((q[2], q[3], q[4]), (-1, <$t>::MIN, -3));
+            let r = a.rem_bcast(&b, &[]).unwrap();
+            assert_eq!((r[2], r[3], r[4]), (7, 0, -1));
+        )*};
+    }
+    macro_rules! unsigned {
+        ($($t:ty),*) => {$(
+            let a = array![<$t>::MAX, 0, 7];
+            let b = array![1 as $t, 1, 0];
+            let s = a.add_bcast(&b, &[]).unwrap();
+            assert_eq!(s[0], 0);
+            assert_eq!(a.sub_bcast(&b, &[]).unwrap()[1], <$t>::MAX);
+            assert_eq!(a.div_bcast(&b, &[]).unwrap()[2], <$t>::MAX);
+            assert_eq!(a.rem_bcast(&b, &[]).unwrap()[2], 7);
+        )*};
+    }
+    signed!(i8, i16, i32, i64);
+    unsigned!(u8, u16, u32, u64);
+}
+
+#[test]
+fn float_semantics() {
+    let a = array![f32::NAN, 1.0, -0.0, 5.5];
+    let b = array![1.0f32, f32::NAN, 0.0, 2.0];
+    let mx = a.max_bcast(&b, &[]).unwrap();
+    assert!(mx[0].is_nan() && mx[1].is_nan());
+    assert!(mx[2] == 0.0 && mx[2].is_sign_positive());
+    let mn = a.min_bcast(&b, &[]).unwrap();
+    assert!(mn[2] == 0.0 && mn[2].is_sign_negative());
+    assert_eq!(a.rem_bcast(&b, &[]).unwrap()[3], 1.5);
+    assert_eq!(
+        array![1.0f64].div_bcast(&array![0.0], &[]).unwrap()[0],
+        f64::INFINITY
+    );
+    assert_eq!(
+        array![2.0f64].pow_bcast(&array![0.5], &[]).unwrap()[0],
+        2f64.sqrt()
+    );
+}
+
+#[test]
+fn zip_with_other_types() {
+    let a = array![[1u8, 2], [3, 4]];
+    let names = array!["x", "y"];
+    let r = a.zip_bcast(&names, &[1], |n, s| format!("{s}{n}")).unwrap();
+    assert_eq!(
+        r,
+        array![["x1".to_string(), "y2".into()], ["x3".into(), "y4".into()]]
+    );
+    let _: Array<String, Ix2> = r;
+    let r3: Array<i16, Ix3> = Array3::<u8>::ones((2, 2, 2))
+        .zip_bcast(&a, &[1, 2], |x, y| (x + y) as i16)
+        .unwrap();
+    assert_eq!(r3.sum(), 2 * (2 + 3 + 4 + 5));
+}
+
+#[test]
+fn empty_arrays() {
+    let a = Array2::<f32>::zeros((0, 3));
+    let r = a.add_bcast(&array![1.0, 2.0, 3.0], &[1]).unwrap();
+    assert_eq!(r.shape(), &[0, 3]);
+    let r = array![[1.0f32]]
+        .add_bcast(&Array2::zeros((4, 0)), &[])
+        .unwrap();
+    assert_eq!(r.shape(), &[4, 0]);
+}
