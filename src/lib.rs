@@ -4,6 +4,8 @@
 pub mod element;
 mod engine;
 pub mod error;
+pub mod index;
+pub mod layout;
 pub mod numpy;
 pub mod ops;
 pub mod paddle;
