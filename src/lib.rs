@@ -9,6 +9,7 @@ pub mod layout;
 pub mod numpy;
 pub mod ops;
 pub mod paddle;
+pub mod reduce;
 pub mod shape;
 mod view;
 
@@ -22,5 +23,6 @@ pub use error::BroadcastError;
 pub mod prelude {
     pub use crate::error::BroadcastError;
     pub use crate::ops::{ArithBcast, BroadcastInDim, CompareBcast, SelectBcast, Strict, ZipBcast};
+    pub use crate::reduce::ReduceInDim;
     pub use crate::XlaElement;
 }

@@ -25,7 +25,8 @@ use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
 use crate::element::XlaElement;
 use crate::error::{BroadcastError, Result};
-use crate::ops::{zip_collect, DimMaxOf};
+use crate::ops::{check_out, zip_collect, DimMaxOf};
+use crate::reduce::reduce_fresh;
 use crate::shape::numpy_shape_for;
 use crate::view::broadcast_in_dim_view;
 
@@ -203,3 +204,60 @@ numpy_family! {
 /// What the comparisons need of an element.
 pub trait Compare: PartialOrd + Clone + Sync {}
 impl<T: PartialOrd + Clone + Sync> Compare for T {}
+
+/// PyTorch's `sum_to_size`: `grad` summed down to `shape`, which must broadcast to `grad`'s
+/// shape under NumPy's rule (the adjoint of [`broadcast_to`]).
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::numpy::sum_to_shape;
+///
+/// let g = array![[1, 2, 3], [4, 5, 6]];
+/// assert_eq!(sum_to_shape(&g, &[3]).unwrap(), array![5, 7, 9].into_dyn());
+/// assert_eq!(sum_to_shape(&g, &[2, 1]).unwrap(), array![[6], [15]].into_dyn());
+/// assert_eq!(sum_to_shape(&g, &[1, 1]).unwrap(), array![[21]].into_dyn());
+/// assert!(sum_to_shape(&g, &[2]).is_err());
+/// ```
+pub fn sum_to_shape<A: XlaElement, D: Dimension>(
+    grad: &ArrayRef<A, D>,
+    shape: &[usize],
+) -> Result<Array<A, IxDyn>> {
+    let op = "sum_to_shape";
+    if shape.len() > grad.ndim() {
+        return Err(BroadcastError::InDimInvalid {
+            op,
+            operand: shape.into(),
+            out_shape: grad.shape().into(),
+            dims: Box::new([]),
+            reason: format!(
+                "the target has {} dims, more than the gradient's {}",
+                shape.len(),
+                grad.ndim()
+            ),
+        });
+    }
+    let dims = trailing(shape.len(), grad.ndim());
+    reduce_fresh(op, grad, shape, &dims, A::xla_zero(), A::xla_add)
+}
+
+/// The gradients of both operands of a NumPy-broadcast `add`/`sub`-style op, given the gradient
+/// of its result: [`sum_to_shape`] for each.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::numpy::unbroadcast_grads;
+///
+/// let grad = array![[1, 1, 1], [1, 1, 1]];
+/// let (ga, gb) = unbroadcast_grads(&[2, 1], &[3], &grad).unwrap();
+/// assert_eq!(ga, array![[3], [3]].into_dyn());
+/// assert_eq!(gb, array![2, 2, 2].into_dyn());
+/// ```
+pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
+    a_shape: &[usize],
+    b_shape: &[usize],
+    grad: &ArrayRef<A, D>,
+) -> Result<(Array<A, IxDyn>, Array<A, IxDyn>)> {
+    let out = numpy_shape_for("unbroadcast_grads", &[a_shape, b_shape])?;
+    check_out("unbroadcast_grads", &out, grad.shape())?;
+    Ok((sum_to_shape(grad, a_shape)?, sum_to_shape(grad, b_shape)?))
+}

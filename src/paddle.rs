@@ -21,7 +21,8 @@ use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
 
 use crate::element::XlaElement;
 use crate::error::Result;
-use crate::ops::{into_dim, zip_collect, DimMaxOf};
+use crate::ops::{check_out, into_dim, zip_collect, DimMaxOf};
+use crate::reduce::reduce_fresh;
 use crate::shape::paddle_plan;
 
 /// `a` without its dims from `keep` on (all of size 1): a zero-copy view.
@@ -118,4 +119,44 @@ paddle_family! {
     elementwise_min, xla_min, "3";
     elementwise_pow, xla_pow, "64";
     elementwise_mod, xla_rem, "1";
+}
+
+/// The gradients of `x` and `y` of a Paddle `elementwise_add`/`_sub`-style op with `axis`,
+/// given the gradient of its result: `grad` summed back to each operand's shape (trailing size-1
+/// dims of the lower-rank operand included).
+///
+/// ```
+/// use ndarray::{Array, Array4};
+/// use xla_bcast::paddle::unbroadcast_grads;
+///
+/// let grad = Array4::<f32>::ones((2, 3, 4, 5));
+/// let (gx, gy) = unbroadcast_grads(&[2, 3, 4, 5], &[3, 1], 1, &grad).unwrap();
+/// assert_eq!(gx.shape(), &[2, 3, 4, 5]);
+/// assert_eq!(gy, Array::from_elem(vec![3, 1], 40.0f32));
+/// ```
+pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
+    x_shape: &[usize],
+    y_shape: &[usize],
+    axis: isize,
+    grad: &ArrayRef<A, D>,
+) -> Result<(Array<A, IxDyn>, Array<A, IxDyn>)> {
+    let op = "unbroadcast_grads";
+    let plan = paddle_plan(op, x_shape, y_shape, axis)?;
+    check_out(op, &plan.out, grad.shape())?;
+    let identity = |n: usize| (0..n).collect::<Vec<usize>>();
+    let (x_dims, y_dims) = match x_shape.len().cmp(&y_shape.len()) {
+        std::cmp::Ordering::Less => (plan.dims.clone(), identity(y_shape.len())),
+        std::cmp::Ordering::Greater => (identity(x_shape.len()), plan.dims.clone()),
+        std::cmp::Ordering::Equal => (identity(x_shape.len()), identity(y_shape.len())),
+    };
+    // Reduce to the kept (trimmed) dims, then give back the trailing ones: a free reshape.
+    let sum = |shape: &[usize], keep: usize, dims: &[usize]| -> Result<Array<A, IxDyn>> {
+        let g = reduce_fresh(op, grad, &shape[..keep], dims, A::xla_zero(), A::xla_add)?;
+        Ok(g.into_shape_with_order(IxDyn(shape))
+            .unwrap_or_else(|_| unreachable!("only size-1 dims are added")))
+    };
+    Ok((
+        sum(x_shape, plan.x_keep, &x_dims)?,
+        sum(y_shape, plan.y_keep, &y_dims)?,
+    ))
 }

@@ -186,3 +186,45 @@ pub(crate) unsafe fn update_row<A: Clone, B: Clone>(
         }
     }
 }
+
+/// Lanes of a contiguous fold: independent accumulators let the compiler vectorise a reduction
+/// that would otherwise wait on one running value.
+const LANES: usize = 16;
+
+/// `o[i * s[0]] = f(o[i * s[0]], b[i * s[1]])` for `n` elements, as [`update_row`], but a run
+/// folding a contiguous `b` into one element (`s == [0, 1]`) keeps [`LANES`] partial results
+/// started at `identity` and combines them in a fixed order at the end.
+///
+/// # Safety
+/// As [`update_row`].
+#[inline(always)]
+pub(crate) unsafe fn fold_row<A: Clone>(
+    o: *mut A,
+    b: *const A,
+    n: usize,
+    s: [isize; 2],
+    identity: &A,
+    f: &impl Fn(A, A) -> A,
+) {
+    if s != [0, 1] || n < 2 * LANES {
+        return update_row(o, b, n, s, f);
+    }
+    let b = slice::from_raw_parts(b, n);
+    let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
+    let chunks = b.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (l, x) in lanes.iter_mut().zip(chunk) {
+            *l = f(l.clone(), x.clone());
+        }
+    }
+    for (l, x) in lanes.iter_mut().zip(tail) {
+        *l = f(l.clone(), x.clone());
+    }
+    let o = &mut *o;
+    let mut acc = o.clone();
+    for l in lanes {
+        acc = f(acc, l);
+    }
+    *o = acc;
+}

@@ -17,7 +17,7 @@ use std::mem::MaybeUninit;
 use ndarray::{Array, ArrayRef, Dimension, IxDyn};
 
 pub(crate) use kernel::Sink;
-use parallel::{pieces, split};
+use parallel::{for_each_index, pieces, split};
 use plan::Plan;
 
 /// A raw pointer that may cross threads: the engine hands each thread disjoint output runs.
@@ -57,7 +57,7 @@ fn run<const N: usize>(
     const PRIORITY: [usize; 4] = [0, 1, 2, 3];
     let plan = Plan::new(shape, strides, &PRIORITY[..N]);
     let inner = plan.inner_strides();
-    split(plan.len, pieces(plan.len), &|range| {
+    split(plan.len, pieces(plan.len), 64, &|range| {
         plan.for_each_run(range, |offs, n| row(offs, n, inner))
     });
 }
@@ -177,4 +177,87 @@ pub(crate) fn fresh<C>(
     // SAFETY: every caller passes a `fill` that runs one engine pass over `out`, and an engine
     // pass writes every element of its output exactly once.
     unsafe { out.assume_init() }
+}
+
+/// Outer dims cut into this many blocks when a large reduction folds its outermost dim: each
+/// block reduces into a private accumulator and the blocks are combined in order, so the result
+/// does not depend on the number of threads.
+const REDUCE_BLOCKS: usize = 8;
+
+/// Folds `src` into `acc` with `f`: `acc_dim[d]` names the dim of `acc` that src dim `d` maps to
+/// (`None` for a dim folded away); an `acc` dim of size 1 whose src dim is larger folds too.
+/// `acc` must be filled with `identity` (or hold the values to fold into). The order in which
+/// each element's contributions are combined depends on the shapes only, never on the threads.
+pub(crate) fn reduce<A, D, E>(
+    acc: &mut ArrayRef<A, E>,
+    acc_dim: &[Option<usize>],
+    src: &ArrayRef<A, D>,
+    identity: &A,
+    f: &(impl Fn(A, A) -> A + Sync),
+) where
+    A: Clone + Send + Sync,
+    D: Dimension,
+    E: Dimension,
+{
+    let strides = acc_strides(acc, acc_dim, src.shape());
+    // Walk in the source's memory order: the big operand streams, the accumulator repeats.
+    let plan = Plan::new(src.shape(), [&strides, src.strides()], &[1, 0]);
+    let (pa, ps) = (SyncPtr(acc.as_mut_ptr()), SyncPtr::of(src));
+    let rows = plan.dims[0];
+    let row_len = plan.len.checked_div(rows).unwrap_or(0);
+    let fold = |pa: SyncPtr<A>, plan: &Plan<2>, range: std::ops::Range<usize>| {
+        let inner = plan.inner_strides();
+        plan.for_each_run(range, |o, n| {
+            // SAFETY: offsets come from the plan over `src`'s shape; accumulator offsets stay
+            // inside its array; each accumulator element is written by one thread only (callers
+            // split only where the accumulator does not repeat).
+            unsafe { kernel::fold_row(pa.at(o[0]), ps.at(o[1]), n, inner, identity, f) }
+        })
+    };
+    let folds_outer = plan.strides[0][0] == 0 && rows > 1;
+    if plan.len < parallel::PARALLEL_THRESHOLD || !folds_outer {
+        // Each thread takes whole outer indices, which own distinct accumulator elements (or
+        // the outer dim folds and the work stays on one thread).
+        let pieces = if folds_outer { 1 } else { pieces(plan.len) };
+        split(rows, pieces, 1, &|r| {
+            fold(pa, &plan, r.start * row_len..r.end * row_len)
+        });
+        return;
+    }
+    // The outer dim folds: private accumulators per block, combined in block order.
+    let blocks = REDUCE_BLOCKS.min(rows);
+    let partials: Vec<std::sync::Mutex<Option<Array<A, IxDyn>>>> =
+        (0..blocks).map(|_| std::sync::Mutex::new(None)).collect();
+    for_each_index(blocks, pieces(plan.len), &|b| {
+        let mut part = Array::from_elem(IxDyn(acc.shape()), identity.clone());
+        let part_strides = acc_strides(&part, acc_dim, src.shape());
+        let part_plan = Plan::new(src.shape(), [&part_strides, src.strides()], &[1, 0]);
+        let (r0, r1) = (rows * b / blocks, rows * (b + 1) / blocks);
+        fold(
+            SyncPtr(part.as_mut_ptr()),
+            &part_plan,
+            r0 * row_len..r1 * row_len,
+        );
+        *partials[b].lock().unwrap_or_else(|e| e.into_inner()) = Some(part);
+    });
+    for p in partials {
+        if let Some(part) = p.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            update(acc, &part, f);
+        }
+    }
+}
+
+/// The strides at `src_shape` of an accumulator whose dim `acc_dim[d]` receives src dim `d`:
+/// 0 where src dims fold away or broadcast (size 1 in the accumulator).
+fn acc_strides<A, E: Dimension>(
+    acc: &ArrayRef<A, E>,
+    acc_dim: &[Option<usize>],
+    src_shape: &[usize],
+) -> Vec<isize> {
+    (0..src_shape.len())
+        .map(|d| match acc_dim[d] {
+            Some(a) if acc.shape()[a] == src_shape[d] => acc.strides()[a],
+            _ => 0,
+        })
+        .collect()
 }

@@ -129,25 +129,37 @@ fn available_threads() -> usize {
 }
 
 /// Runs `work(range)` over `0..len` split into `pieces` contiguous ranges, in parallel when
-/// `pieces > 1`. Range boundaries are multiples of 64 elements so that no two threads write the
-/// same cache line of a contiguous output.
-pub(crate) fn split(len: usize, pieces: usize, work: &(impl Fn(std::ops::Range<usize>) + Sync)) {
+/// `pieces > 1`. Inner range boundaries are multiples of `align` (the engine passes 64 elements,
+/// so no two threads write the same cache line of a contiguous output).
+pub(crate) fn split(
+    len: usize,
+    pieces: usize,
+    align: usize,
+    work: &(impl Fn(std::ops::Range<usize>) + Sync),
+) {
     if pieces <= 1 || len == 0 {
         work(0..len);
         return;
     }
-    let bound = |i: usize| ((len / pieces * i) & !63).min(len);
+    let bound = |i: usize| {
+        if i == pieces {
+            len
+        } else {
+            (len / pieces * i / align * align).min(len)
+        }
+    };
+    for_each_index(pieces, pieces, &|i| work(bound(i)..bound(i + 1)));
+}
+
+/// Runs `work(i)` for each `i` in `0..n`, spread over at most `pieces` threads.
+pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + Sync)) {
     #[cfg(feature = "rayon")]
-    {
+    if pieces > 1 {
         use rayon::prelude::*;
-        (0..pieces).into_par_iter().for_each(|i| {
-            let end = if i + 1 == pieces { len } else { bound(i + 1) };
-            work(bound(i)..end);
-        });
+        let per = n.div_ceil(pieces);
+        (0..n).into_par_iter().with_min_len(per).for_each(work);
+        return;
     }
-    #[cfg(not(feature = "rayon"))]
-    for i in 0..pieces {
-        let end = if i + 1 == pieces { len } else { bound(i + 1) };
-        work(bound(i)..end);
-    }
+    let _ = pieces;
+    (0..n).for_each(work);
 }

@@ -1,0 +1,282 @@
+//! The adjoint of broadcasting: a result reduced back to an operand's shape.
+//!
+//! The gradient of `broadcast_in_dim(x)` is the incoming gradient summed over the dims the
+//! broadcast created (new dims, and dims where `x` has size 1), with an unsorted
+//! `broadcast_dimensions` transposed back. [`ReduceInDim::reduce_in_dim`] is exactly that;
+//! [`unbroadcast_grads`] gives both gradients of an `add`/`sub`-style binary op, and
+//! [`crate::numpy::sum_to_shape`] / [`crate::paddle::unbroadcast_grads`] do the same for the
+//! wrappers' rules. Reductions run on the kernel engine, in parallel, and their result does not
+//! depend on the number of threads.
+//!
+//! ```
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//!
+//! let x = array![1.0, 2.0];
+//! let y = array![[1.0, 10.0], [100.0, 1000.0], [0.5, 0.25]];
+//! // <broadcast_in_dim(x), y> == <x, reduce_in_dim(y)>
+//! let bx = x.broadcast_in_dim(&[3, 2], &[1]).unwrap();
+//! let ry = y.reduce_in_dim(&[2], &[1]).unwrap();
+//! assert_eq!((&bx * &y).sum(), (&x.clone().into_dyn() * &ry).sum());
+//! assert_eq!(ry, array![101.5, 1010.25].into_dyn());
+//! ```
+
+use ndarray::{Array, ArrayRef, Dimension, IxDyn};
+
+use crate::element::XlaElement;
+use crate::engine;
+use crate::error::Result;
+use crate::ops::check_out;
+use crate::shape::{binary_plan, in_dim_check};
+
+/// Reductions back to an operand's shape, on every ndarray array and view.
+pub trait ReduceInDim<A, D: Dimension> {
+    /// The adjoint of [`broadcast_in_dim`](crate::ops::BroadcastInDim::broadcast_in_dim): this
+    /// array (of the broadcast's output shape) summed back to `operand_shape`.
+    ///
+    /// # Errors
+    /// When `operand_shape` with `broadcast_dimensions` does not broadcast to this array's shape
+    /// (the same checks as `broadcast_in_dim`, reported for `reduce_in_dim`).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let g = array![[1, 2, 3], [4, 5, 6]];
+    /// assert_eq!(g.reduce_in_dim(&[3], &[1]).unwrap(), array![5, 7, 9].into_dyn());
+    /// assert_eq!(g.reduce_in_dim(&[2, 1], &[0, 1]).unwrap(), array![[6], [15]].into_dyn());
+    /// assert_eq!(g.reduce_in_dim(&[3, 2], &[1, 0]).unwrap(), g.t().into_dyn()); // transpose back
+    /// assert!(g.reduce_in_dim(&[2], &[1]).is_err());
+    /// ```
+    fn reduce_in_dim(
+        &self,
+        operand_shape: &[usize],
+        broadcast_dimensions: &[usize],
+    ) -> Result<Array<A, IxDyn>>
+    where
+        A: XlaElement;
+
+    /// [`reduce_in_dim`](ReduceInDim::reduce_in_dim) with any associative reduction `f` and its
+    /// `identity` (sum: `0` and `+`; max: lowest and `max`; product: `1` and `*`; ...).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let g = array![[1, 9, 3], [4, 5, 6]];
+    /// let m = g.reduce_in_dim_with(&[3], &[1], i32::MIN, |a, b| a.max(b)).unwrap();
+    /// assert_eq!(m, array![4, 9, 6].into_dyn());
+    /// let p = g.reduce_in_dim_with(&[2, 1], &[0, 1], 1, |a, b| a * b).unwrap();
+    /// assert_eq!(p, array![[27], [120]].into_dyn());
+    /// ```
+    fn reduce_in_dim_with<F>(
+        &self,
+        operand_shape: &[usize],
+        broadcast_dimensions: &[usize],
+        identity: A,
+        f: F,
+    ) -> Result<Array<A, IxDyn>>
+    where
+        A: Clone + Send + Sync,
+        F: Fn(A, A) -> A + Sync + Send;
+
+    /// [`reduce_in_dim`](ReduceInDim::reduce_in_dim) into `out`, whose shape is the operand's.
+    /// Its previous contents are overwritten; on error nothing is written.
+    ///
+    /// ```
+    /// use ndarray::{array, Array1};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let mut out = Array1::from_elem(3, 99);
+    /// array![[1, 2, 3], [4, 5, 6]].reduce_in_dim_into(&[1], &mut out).unwrap();
+    /// assert_eq!(out, array![5, 7, 9]);
+    /// ```
+    fn reduce_in_dim_into<E: Dimension>(
+        &self,
+        broadcast_dimensions: &[usize],
+        out: &mut ArrayRef<A, E>,
+    ) -> Result<()>
+    where
+        A: XlaElement;
+
+    /// [`reduce_in_dim_with`](ReduceInDim::reduce_in_dim_with) into `out`, whose shape is the
+    /// operand's.
+    ///
+    /// ```
+    /// use ndarray::{array, Array1};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let mut out = Array1::zeros(2);
+    /// array![[1.0, 7.0], [3.0, 2.0]].reduce_in_dim_with_into(&[0], f64::INFINITY, f64::min, &mut out).unwrap();
+    /// assert_eq!(out, array![1.0, 2.0]);
+    /// ```
+    fn reduce_in_dim_with_into<E: Dimension, F>(
+        &self,
+        broadcast_dimensions: &[usize],
+        identity: A,
+        f: F,
+        out: &mut ArrayRef<A, E>,
+    ) -> Result<()>
+    where
+        A: Clone + Send + Sync,
+        F: Fn(A, A) -> A + Sync + Send;
+}
+
+/// For each dim of the broadcast output, the operand dim it came from.
+fn operand_dim_of(out_rank: usize, dims: &[usize]) -> Vec<Option<usize>> {
+    let mut from = vec![None; out_rank];
+    for (i, &d) in dims.iter().enumerate() {
+        from[d] = Some(i);
+    }
+    from
+}
+
+fn reduce_checked<A, D, E, F>(
+    op: &'static str,
+    src: &ArrayRef<A, D>,
+    dims: &[usize],
+    identity: A,
+    f: &F,
+    out: &mut ArrayRef<A, E>,
+) -> Result<()>
+where
+    A: Clone + Send + Sync,
+    D: Dimension,
+    E: Dimension,
+    F: Fn(A, A) -> A + Sync,
+{
+    in_dim_check(op, out.shape(), src.shape(), dims)?;
+    out.fill(identity.clone());
+    engine::reduce(out, &operand_dim_of(src.ndim(), dims), src, &identity, f);
+    Ok(())
+}
+
+impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
+    fn reduce_in_dim(
+        &self,
+        operand_shape: &[usize],
+        broadcast_dimensions: &[usize],
+    ) -> Result<Array<A, IxDyn>>
+    where
+        A: XlaElement,
+    {
+        reduce_fresh(
+            "reduce_in_dim",
+            self,
+            operand_shape,
+            broadcast_dimensions,
+            A::xla_zero(),
+            A::xla_add,
+        )
+    }
+
+    fn reduce_in_dim_with<F>(
+        &self,
+        operand_shape: &[usize],
+        broadcast_dimensions: &[usize],
+        identity: A,
+        f: F,
+    ) -> Result<Array<A, IxDyn>>
+    where
+        A: Clone + Send + Sync,
+        F: Fn(A, A) -> A + Sync + Send,
+    {
+        reduce_fresh(
+            "reduce_in_dim",
+            self,
+            operand_shape,
+            broadcast_dimensions,
+            identity,
+            f,
+        )
+    }
+
+    fn reduce_in_dim_into<E: Dimension>(
+        &self,
+        broadcast_dimensions: &[usize],
+        out: &mut ArrayRef<A, E>,
+    ) -> Result<()>
+    where
+        A: XlaElement,
+    {
+        reduce_checked(
+            "reduce_in_dim",
+            self,
+            broadcast_dimensions,
+            A::xla_zero(),
+            &A::xla_add,
+            out,
+        )
+    }
+
+    fn reduce_in_dim_with_into<E: Dimension, F>(
+        &self,
+        broadcast_dimensions: &[usize],
+        identity: A,
+        f: F,
+        out: &mut ArrayRef<A, E>,
+    ) -> Result<()>
+    where
+        A: Clone + Send + Sync,
+        F: Fn(A, A) -> A + Sync + Send,
+    {
+        reduce_checked(
+            "reduce_in_dim",
+            self,
+            broadcast_dimensions,
+            identity,
+            &f,
+            out,
+        )
+    }
+}
+
+pub(crate) fn reduce_fresh<A, D>(
+    op: &'static str,
+    src: &ArrayRef<A, D>,
+    operand_shape: &[usize],
+    dims: &[usize],
+    identity: A,
+    f: impl Fn(A, A) -> A + Sync,
+) -> Result<Array<A, IxDyn>>
+where
+    A: Clone + Send + Sync,
+    D: Dimension,
+{
+    // Check before allocating: the operand shape may be absurd.
+    in_dim_check(op, operand_shape, src.shape(), dims)?;
+    let mut out = Array::from_elem(IxDyn(operand_shape), identity.clone());
+    reduce_checked(op, src, dims, identity, &f, &mut out)?;
+    Ok(out)
+}
+
+/// The gradients of both operands of an `add`/`sub`-style XLA binary op (`lhs` and `rhs` with
+/// `broadcast_dimensions`), given the gradient of its result: `grad` summed back to each
+/// operand's shape. (For `sub`, negate the second.)
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::reduce::unbroadcast_grads;
+///
+/// let grad = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+/// let (gl, gr) = unbroadcast_grads(&[2, 3], &[3], &[1], &grad).unwrap();
+/// assert_eq!(gl, grad.clone().into_dyn());
+/// assert_eq!(gr, array![5.0, 7.0, 9.0].into_dyn());
+/// ```
+pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
+    lhs_shape: &[usize],
+    rhs_shape: &[usize],
+    broadcast_dimensions: &[usize],
+    grad: &ArrayRef<A, D>,
+) -> Result<(Array<A, IxDyn>, Array<A, IxDyn>)> {
+    let op = "unbroadcast_grads";
+    let plan = binary_plan(op, lhs_shape, rhs_shape, broadcast_dimensions)?;
+    check_out(op, &plan.out, grad.shape())?;
+    let sum = |shape: &[usize], dims: &[usize]| {
+        reduce_fresh(op, grad, shape, dims, A::xla_zero(), A::xla_add)
+    };
+    Ok((
+        sum(lhs_shape, &plan.lhs_dims)?,
+        sum(rhs_shape, &plan.rhs_dims)?,
+    ))
+}

@@ -1,0 +1,167 @@
+//! The adjoint of broadcasting: `reduce_in_dim`, `unbroadcast_grads`, `sum_to_shape`.
+
+use ndarray::{array, Array, ArrayD, IxDyn};
+use proptest::prelude::*;
+use xla_bcast::prelude::*;
+use xla_bcast::{numpy, paddle, reduce, with_parallelism, Parallelism};
+
+/// Sum of `y` over every output index that maps to each operand index: the definition.
+fn naive_reduce(y: &ArrayD<f64>, operand: &[usize], dims: &[usize]) -> ArrayD<f64> {
+    let mut out = ArrayD::zeros(IxDyn(operand));
+    for (idx, &v) in y.indexed_iter() {
+        let src: Vec<usize> = dims
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| if operand[i] == 1 { 0 } else { idx[d] })
+            .collect();
+        out[src.as_slice()] += v;
+    }
+    out
+}
+
+#[test]
+fn sum_to_size_rule() {
+    // size must be broadcastable to the tensor's size.
+    let x = ArrayD::from_shape_fn(IxDyn(&[3, 3, 3, 3, 3, 3]), |i| (i[1] + 10 * i[3]) as f64);
+    let r = numpy::sum_to_shape(&x, &[1, 3, 1, 3]).unwrap();
+    assert_eq!(r.shape(), &[1, 3, 1, 3]);
+    // Summed over x's dims 0, 1, 2 and 4: 27 copies of (0 + 1 + 2) + 3 * 10 * 2.
+    assert_eq!(r[[0, 2, 0, 1]], 27.0 * (3.0 + 60.0));
+    assert_eq!(numpy::sum_to_shape(&x, &[]).unwrap().sum(), x.sum());
+    assert!(numpy::sum_to_shape(&x, &[2]).is_err());
+    assert!(numpy::sum_to_shape(&x, &[1, 1, 1, 1, 1, 1, 1]).is_err());
+    let g = array![[1, 2], [3, 4]];
+    assert_eq!(
+        numpy::sum_to_shape(&g, &[2, 2]).unwrap(),
+        g.clone().into_dyn()
+    );
+}
+
+#[test]
+fn grads_of_binary_ops() {
+    let grad = Array::from_shape_fn((2, 3, 4), |(i, j, k)| (i * 12 + j * 4 + k) as i64);
+    let (gl, gr) = reduce::unbroadcast_grads(&[2, 3, 4], &[3, 4], &[1, 2], &grad).unwrap();
+    assert_eq!(gl, grad.clone().into_dyn());
+    assert_eq!(
+        gr,
+        (&grad.index_axis(ndarray::Axis(0), 0) + &grad.index_axis(ndarray::Axis(0), 1)).into_dyn()
+    );
+    let (ga, gb) = reduce::unbroadcast_grads(&[2, 1, 4], &[1, 3, 1], &[], &grad).unwrap();
+    assert_eq!(ga.shape(), &[2, 1, 4]);
+    assert_eq!(gb.shape(), &[1, 3, 1]);
+    assert_eq!(ga.sum(), grad.sum());
+    assert_eq!(gb.sum(), grad.sum());
+    // The gradient must have the result's shape.
+    assert!(matches!(
+        reduce::unbroadcast_grads(&[2, 3, 4], &[4], &[2], &Array::<i64, _>::zeros((2, 3))),
+        Err(BroadcastError::OutputShape { .. })
+    ));
+    assert!(reduce::unbroadcast_grads(&[2, 3, 4], &[4], &[], &grad).is_err());
+    let (na, nb) = numpy::unbroadcast_grads(&[3, 1], &[2, 1, 4], &grad).unwrap();
+    assert_eq!((na.shape(), nb.shape()), (&[3, 1][..], &[2, 1, 4][..]));
+    assert!(matches!(
+        numpy::unbroadcast_grads(&[3, 1], &[2, 1, 5], &grad),
+        Err(BroadcastError::OutputShape { .. })
+    ));
+}
+
+#[test]
+fn paddle_grads_keep_trailing_ones() {
+    let grad = Array::from_shape_fn((2, 3, 4), |(i, j, k)| (i + j + k) as f32);
+    let (gx, gy) = paddle::unbroadcast_grads(&[2, 3, 4], &[3, 1], 1, &grad).unwrap();
+    assert_eq!(gx, grad.clone().into_dyn());
+    assert_eq!(gy.shape(), &[3, 1]);
+    assert_eq!(gy[[1, 0]], grad.index_axis(ndarray::Axis(1), 1).sum());
+    let (gx, gy) = paddle::unbroadcast_grads(&[1, 3], &[2, 3, 4], 0, &grad).unwrap();
+    assert_eq!(gx.shape(), &[1, 3]);
+    assert_eq!(gy, grad.clone().into_dyn());
+    assert!(paddle::unbroadcast_grads(&[2, 3, 4], &[4], 1, &grad).is_err());
+}
+
+#[test]
+fn large_reductions_match_naive_and_are_thread_independent() {
+    let y = ArrayD::from_shape_fn(IxDyn(&[300, 517]), |i| {
+        ((i[0] * 31 + i[1] * 7) % 13) as f64 * 0.1
+    });
+    for (operand, dims) in [
+        (vec![1, 517], vec![0, 1]),
+        (vec![300, 1], vec![0, 1]),
+        (vec![517], vec![1]),
+        (vec![], vec![]),
+    ] {
+        let serial = with_parallelism(Parallelism::Serial, || {
+            y.reduce_in_dim(&operand, &dims).unwrap()
+        });
+        let parallel = with_parallelism(Parallelism::Auto, || {
+            y.reduce_in_dim(&operand, &dims).unwrap()
+        });
+        let two = with_parallelism(Parallelism::Threads(2), || {
+            y.reduce_in_dim(&operand, &dims).unwrap()
+        });
+        assert_eq!(serial, parallel);
+        assert_eq!(serial, two);
+        let naive = naive_reduce(&y, &operand, &dims);
+        for (a, b) in serial.iter().zip(naive.iter()) {
+            assert!((a - b).abs() < 1e-9 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn generic_reductions() {
+    let y = array![[3.0, -1.0, f64::NAN], [2.0, 5.0, 1.0]];
+    let mx = y
+        .reduce_in_dim_with(&[2, 1], &[0, 1], f64::NEG_INFINITY, f64::max)
+        .unwrap();
+    assert_eq!(mx, array![[3.0], [5.0]].into_dyn());
+    let mn = y
+        .reduce_in_dim_with(&[3], &[1], f64::INFINITY, |a: f64, b: f64| a.xla_min(b))
+        .unwrap();
+    assert!(mn[2].is_nan());
+    let mut out = Array::from_elem((1, 3), 0.0);
+    y.reduce_in_dim_with_into(&[0, 1], 1.0, |a, b| a * b, &mut out)
+        .unwrap();
+    assert_eq!(out[[0, 1]], -5.0);
+    let mut wrong = Array::from_elem(4, 7.0);
+    assert!(y.reduce_in_dim_into(&[1], &mut wrong).is_err());
+    assert!(wrong.iter().all(|&x| x == 7.0));
+}
+
+fn case() -> impl Strategy<Value = (Vec<usize>, Vec<usize>, Vec<usize>)> {
+    // An output shape, then an operand that broadcasts to it with shuffled dims.
+    prop::collection::vec(1usize..5, 0..=4).prop_flat_map(|out| {
+        let n = out.len();
+        (
+            Just(out),
+            Just((0..n).collect::<Vec<usize>>()).prop_shuffle(),
+            0..=n,
+            prop::collection::vec(any::<bool>(), n),
+        )
+            .prop_map(|(out, perm, k, ones)| {
+                let dims: Vec<usize> = perm[..k].to_vec();
+                let operand: Vec<usize> = dims
+                    .iter()
+                    .zip(&ones)
+                    .map(|(&d, &one)| if one { 1 } else { out[d] })
+                    .collect();
+                (out, operand, dims)
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn adjoint_identity((out, operand, dims) in case(), seed in 0u64..1000) {
+        let val = |i: usize, salt: u64| ((i as u64 * 2654435761 + seed * 97 + salt) % 17) as f64 - 8.0;
+        let n: usize = operand.iter().product();
+        let m: usize = out.iter().product();
+        let x = ArrayD::from_shape_vec(IxDyn(&operand), (0..n).map(|i| val(i, 1)).collect()).unwrap();
+        let y = ArrayD::from_shape_vec(IxDyn(&out), (0..m).map(|i| val(i, 2)).collect()).unwrap();
+        let bx = x.broadcast_in_dim(&out, &dims).unwrap();
+        let ry = y.reduce_in_dim(&operand, &dims).unwrap();
+        prop_assert_eq!((&bx * &y).sum(), (&x * &ry).sum());
+        prop_assert_eq!(&ry, &naive_reduce(&y, &operand, &dims));
+    }
+}
