@@ -26,7 +26,7 @@ use ndarray::{
 };
 
 use crate::element::XlaElement;
-use crate::engine;
+use crate::engine::{self, Src};
 use crate::error::{BroadcastError, Result};
 use crate::shape::checked_size_for;
 
@@ -447,7 +447,7 @@ pub fn to_buffer<A: XlaElement, D: Dimension>(
             format!("ndarray refused the strides: {e}"),
         )
     })?;
-    engine::map(&mut out, array, &|x: A| x);
+    engine::map(&mut out, &Src::of(array), &|x: A| x);
     // SAFETY: without padding the layout's strides map the array's elements one-to-one onto
     // 0..len, all written by the engine pass; with padding every slot was written first.
     unsafe { buffer.set_len(len) };
@@ -471,7 +471,9 @@ pub fn from_buffer<A: Clone + Send + Sync>(
     layout: &Layout,
 ) -> Result<Array<A, IxDyn>> {
     let v = view(buffer, dims, layout).map_err(|e| rename(e, "from_buffer"))?;
-    Ok(engine::fresh(dims, |out| engine::map(out, &v, &|x: A| x)))
+    Ok(engine::fresh(dims, |out| {
+        engine::map(out, &Src::of(&v), &|x: A| x)
+    }))
 }
 
 fn rename(e: BroadcastError, op: &'static str) -> BroadcastError {

@@ -10,8 +10,9 @@ use ndarray::{Array, ArrayBase, ArrayRef, ArrayView, Data, DimMax, Dimension, Ix
 
 use crate::element::XlaElement;
 use crate::engine;
+use crate::engine::Src;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, select_shape};
+use crate::shape::{binary_plan, select_shape, BinaryPlan};
 use crate::view::broadcast_in_dim_view;
 
 /// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
@@ -88,18 +89,16 @@ impl<A, D: Dimension> BroadcastInDim<A, D> for ArrayRef<A, D> {
     }
 }
 
-/// Both operands of a binary op seen at the output shape, and that shape.
-#[allow(clippy::type_complexity)]
-pub(crate) fn binary_views<'a, 'b, A, B, D: Dimension, E: Dimension>(
-    op: &'static str,
+/// Both operands of a binary op as engine inputs at the output shape of `plan`.
+fn placed<'a, 'b, A, B, D: Dimension, E: Dimension>(
     lhs: &'a ArrayRef<A, D>,
     rhs: &'b ArrayRef<B, E>,
-    dims: &[usize],
-) -> Result<(Vec<usize>, ArrayView<'a, A, IxDyn>, ArrayView<'b, B, IxDyn>)> {
-    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
-    let l = broadcast_in_dim_view(op, lhs.view(), &plan.out, &plan.lhs_dims)?;
-    let r = broadcast_in_dim_view(op, rhs.view(), &plan.out, &plan.rhs_dims)?;
-    Ok((plan.out, l, r))
+    plan: &BinaryPlan,
+) -> (Src<'a, A>, Src<'b, B>) {
+    (
+        Src::placed(lhs, &plan.out, &plan.lhs_dims),
+        Src::placed(rhs, &plan.out, &plan.rhs_dims),
+    )
 }
 
 /// A fresh result converted to the dimension type the caller's types promise.
@@ -143,10 +142,11 @@ where
     D: Dimension + DimMax<E>,
     E: Dimension,
 {
-    let (shape, l, r) = binary_views(op, lhs, rhs, dims)?;
+    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
+    let (l, r) = placed(lhs, rhs, &plan);
     into_dim(
         op,
-        engine::fresh(&shape, |out| engine::zip(out, &l, &r, &f)),
+        engine::fresh(&plan.out, |out| engine::zip(out, &l, &r, &f)),
     )
 }
 
@@ -157,7 +157,7 @@ where
     C: Send,
     D: Dimension,
 {
-    let out = engine::fresh(a.shape(), |out| engine::map(out, a, &f));
+    let out = engine::fresh(a.shape(), |out| engine::map(out, &Src::of(a), &f));
     // The fresh array has exactly `a`'s shape, so the rank conversion cannot fail.
     out.into_dimensionality::<D>()
         .unwrap_or_else(|_| unreachable!("same rank as the input"))
@@ -180,8 +180,9 @@ where
     E: Dimension,
     O: Dimension,
 {
-    let (shape, l, r) = binary_views(op, lhs, rhs, dims)?;
-    check_out(op, &shape, out.shape())?;
+    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
+    check_out(op, &plan.out, out.shape())?;
+    let (l, r) = placed(lhs, rhs, &plan);
     engine::zip(out, &l, &r, &f);
     Ok(())
 }
@@ -202,8 +203,7 @@ where
 {
     let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
     check_out(op, &plan.out, lhs.shape())?;
-    let r = broadcast_in_dim_view(op, rhs.view(), &plan.out, &plan.rhs_dims)?;
-    engine::update(lhs, &r, &f);
+    engine::update(lhs, &Src::placed(rhs, &plan.out, &plan.rhs_dims), &f);
     Ok(())
 }
 
@@ -530,26 +530,21 @@ compare_family! {
     "ge", ge_bcast, ge_bcast_into, >=, "[[false, false], [true, true]]";
 }
 
-/// The views of `select`'s three operands at their common shape.
+/// `select`'s three operands as engine inputs at their common shape, and that shape.
 #[allow(clippy::type_complexity)]
-fn select_views<'p, 't, 'f, T, D: Dimension, E1: Dimension, E2: Dimension>(
+fn select_inputs<'p, 't, 'f, T, D: Dimension, E1: Dimension, E2: Dimension>(
     pred: &'p ArrayRef<bool, D>,
     on_true: &'t ArrayRef<T, E1>,
     on_false: &'f ArrayRef<T, E2>,
-) -> Result<(
-    Vec<usize>,
-    ArrayView<'p, bool, IxDyn>,
-    ArrayView<'t, T, IxDyn>,
-    ArrayView<'f, T, IxDyn>,
-)> {
+) -> Result<(Vec<usize>, Src<'p, bool>, Src<'t, T>, Src<'f, T>)> {
     let shape = select_shape(pred.shape(), on_true.shape(), on_false.shape())?;
     // Each operand has the output's rank (degenerate dims) or rank 0 (a scalar).
     let dims = |rank: usize| -> Vec<usize> { (0..rank).collect() };
     Ok((
         shape.clone(),
-        broadcast_in_dim_view("select", pred.view(), &shape, &dims(pred.ndim()))?,
-        broadcast_in_dim_view("select", on_true.view(), &shape, &dims(on_true.ndim()))?,
-        broadcast_in_dim_view("select", on_false.view(), &shape, &dims(on_false.ndim()))?,
+        Src::placed(pred, &shape, &dims(pred.ndim())),
+        Src::placed(on_true, &shape, &dims(on_true.ndim())),
+        Src::placed(on_false, &shape, &dims(on_false.ndim())),
     ))
 }
 
@@ -617,7 +612,7 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         E1: Dimension,
         E2: Dimension,
     {
-        let (shape, p, t, f) = select_views(self, on_true, on_false)?;
+        let (shape, p, t, f) = select_inputs(self, on_true, on_false)?;
         let out = engine::fresh(&shape, |out| {
             engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f })
         });
@@ -636,7 +631,7 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         E2: Dimension,
         O: Dimension,
     {
-        let (shape, p, t, f) = select_views(self, on_true, on_false)?;
+        let (shape, p, t, f) = select_inputs(self, on_true, on_false)?;
         check_out("select", &shape, out.shape())?;
         engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f });
         Ok(())

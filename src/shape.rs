@@ -11,7 +11,12 @@
 //! | NumPy / PyTorch implicit broadcasting | NumPy | [`numpy_shape`] |
 //! | Paddle's `axis` rule | PaddlePaddle | [`paddle_shape`] |
 
+use smallvec::SmallVec;
+
 use crate::error::{BroadcastError, Result};
+
+/// A shape or dim list, inline up to rank 6 so the hot path of small ops does not allocate.
+pub(crate) type Dims = SmallVec<[usize; 6]>;
 
 /// The number of elements of `shape`, or [`BroadcastError::SizeOverflow`] when it (or its
 /// product of non-zero sizes, which ndarray also bounds) does not fit `isize`.
@@ -45,9 +50,9 @@ pub(crate) fn checked_size_for(op: &'static str, shape: &[usize]) -> Result<usiz
 /// `broadcast_in_dim` dims that place it in the output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BinaryPlan {
-    pub out: Vec<usize>,
-    pub lhs_dims: Vec<usize>,
-    pub rhs_dims: Vec<usize>,
+    pub out: Dims,
+    pub lhs_dims: Dims,
+    pub rhs_dims: Dims,
 }
 
 /// XLA's rule for elementwise binary ops with explicit `broadcast_dimensions`.
@@ -76,7 +81,7 @@ pub fn binary_op_shape(
     rhs: &[usize],
     broadcast_dimensions: &[usize],
 ) -> Result<Vec<usize>> {
-    binary_plan("binary_op", lhs, rhs, broadcast_dimensions).map(|p| p.out)
+    binary_plan("binary_op", lhs, rhs, broadcast_dimensions).map(|p| p.out.to_vec())
 }
 
 /// Degenerate broadcasting between operands of equal rank: each dim equal, or one side 1
@@ -97,7 +102,7 @@ pub fn degenerate_shape(lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
             rhs: rhs.into(),
         });
     }
-    binary_plan("degenerate", lhs, rhs, &[]).map(|p| p.out)
+    binary_plan("degenerate", lhs, rhs, &[]).map(|p| p.out.to_vec())
 }
 
 pub(crate) fn binary_plan(
@@ -108,7 +113,7 @@ pub(crate) fn binary_plan(
 ) -> Result<BinaryPlan> {
     let boxed = |s: &[usize]| -> Box<[usize]> { s.into() };
     let err_ctx = || (op, boxed(lhs), boxed(rhs), boxed(dims));
-    let identity = |n: usize| (0..n).collect::<Vec<usize>>();
+    let identity = |n: usize| (0..n).collect::<Dims>();
 
     if lhs.len() == rhs.len() {
         if !dims.is_empty() && dims.iter().copied().ne(0..lhs.len()) {
@@ -155,14 +160,10 @@ pub(crate) fn binary_plan(
     // Map every lhs dim and rhs dim to an output dim, then merge sizes pairwise.
     let (lhs_dims, rhs_dims) = match lhs.len().cmp(&rhs.len()) {
         std::cmp::Ordering::Equal => (identity(lhs.len()), identity(rhs.len())),
-        std::cmp::Ordering::Less => (dims.to_vec(), identity(rhs.len())),
-        std::cmp::Ordering::Greater => (identity(lhs.len()), dims.to_vec()),
+        std::cmp::Ordering::Less => (Dims::from_slice(dims), identity(rhs.len())),
+        std::cmp::Ordering::Greater => (identity(lhs.len()), Dims::from_slice(dims)),
     };
-    let mut out = if lhs.len() >= rhs.len() {
-        lhs.to_vec()
-    } else {
-        rhs.to_vec()
-    };
+    let mut out = Dims::from_slice(if lhs.len() >= rhs.len() { lhs } else { rhs });
     let mut merge = |lhs_dim: usize, rhs_dim: usize, out_dim: usize| -> Result<()> {
         let (l, r) = (lhs[lhs_dim], rhs[rhs_dim]);
         out[out_dim] = match (l, r) {
@@ -466,7 +467,7 @@ fn merge_paddle(
 /// ```
 pub fn select_shape(pred: &[usize], on_true: &[usize], on_false: &[usize]) -> Result<Vec<usize>> {
     let pt = binary_plan("select", pred, on_true, &[])?;
-    Ok(binary_plan("select", &pt.out, on_false, &[])?.out)
+    Ok(binary_plan("select", &pt.out, on_false, &[])?.out.to_vec())
 }
 
 #[cfg(test)]

@@ -3,8 +3,28 @@
 
 use ndarray::{ArrayView, Axis, Dimension, IxDyn, ShapeBuilder};
 
+use smallvec::SmallVec;
+
 use crate::error::Result;
 use crate::shape::in_dim_check;
+
+/// Strides at the output shape of an operand placed by `broadcast_in_dim` dims that a shape
+/// rule has accepted: its own stride on kept dims, 0 on new and degenerate dims (operand 1,
+/// output not 1), where the element repeats.
+pub(crate) fn place_strides(
+    shape: &[usize],
+    strides: &[isize],
+    out_shape: &[usize],
+    dims: &[usize],
+) -> SmallVec<[isize; 6]> {
+    let mut placed: SmallVec<[isize; 6]> = smallvec::smallvec![0; out_shape.len()];
+    for (i, &d) in dims.iter().enumerate() {
+        if shape[i] == out_shape[d] {
+            placed[d] = strides[i];
+        }
+    }
+    placed
+}
 
 /// `BroadcastInDim` as a view: `v` seen at `out_shape`, operand dim `i` placed at output dim
 /// `dims[i]`. Never copies.
@@ -15,17 +35,11 @@ pub(crate) fn broadcast_in_dim_view<'a, A, D: Dimension>(
     dims: &[usize],
 ) -> Result<ArrayView<'a, A, IxDyn>> {
     in_dim_check(op, v.shape(), out_shape, dims)?;
-    let mut strides = vec![0isize; out_shape.len()];
-    for (i, &d) in dims.iter().enumerate() {
-        // Degenerate dims (operand 1, output n != 1) keep stride 0: the element repeats.
-        if v.len_of(Axis(i)) == out_shape[d] {
-            strides[d] = v.strides()[i];
-        }
-    }
+    let mut strides = place_strides(v.shape(), v.strides(), out_shape, dims);
     // ndarray builds views from non-negative strides only: start at the lowest address of each
     // reversed axis, then reverse that axis again on the view.
     let mut ptr = v.as_ptr();
-    let mut reversed = Vec::new();
+    let mut reversed: SmallVec<[usize; 6]> = SmallVec::new();
     for (d, s) in strides.iter_mut().enumerate() {
         if *s < 0 {
             let n = out_shape[d];
@@ -38,7 +52,7 @@ pub(crate) fn broadcast_in_dim_view<'a, A, D: Dimension>(
             *s = -*s;
         }
     }
-    let strides: Vec<usize> = strides.into_iter().map(|s| s as usize).collect();
+    let strides: SmallVec<[usize; 6]> = strides.into_iter().map(|s| s as usize).collect();
     // SAFETY: every index of the new view maps to an index of `v` (the same index on kept dims,
     // 0 on new and degenerate dims), so every address it can reach is an element of `v`, alive
     // and not mutably aliased for 'a; `in_dim_check` bounded the element count by isize::MAX;

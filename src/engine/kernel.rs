@@ -24,62 +24,85 @@ impl<C> Sink<C> for C {
     }
 }
 
-/// `o[i] = f(a[i])` for `n` elements.
+/// A block of work for a kernel: `rows` runs of `n` elements each. Within a run operand `k`
+/// moves by `inner[k]`; run `r` starts `r * step[k]` after the first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Block<const N: usize> {
+    pub n: usize,
+    pub inner: [isize; N],
+    pub rows: usize,
+    pub step: [isize; N],
+}
+
+/// Runs `$body` once per run of `$blk`, with the pointers `$p` moved to that run's start. The
+/// stride pattern is matched once per block, not per run.
+macro_rules! per_run {
+    ($blk:expr, [$($p:ident),+], $body:block) => {
+        for r in 0..$blk.rows as isize {
+            let mut _k = 0;
+            $( let $p = $p.offset(r * $blk.step[_k]); _k += 1; )+
+            $body
+        }
+    };
+}
+
+/// `o[i] = f(a[i])` over a block.
 ///
 /// # Safety
-/// `n > 0`; for each `i < n`, `o + i*s[0]` and `a + i*s[1]` are valid elements, the written ones
-/// distinct from each other and from every element read, and no other thread touches them.
+/// `blk.n > 0`; every element the block addresses is a valid element of its operand, the
+/// written ones distinct from each other and from every element read, and no other thread
+/// touches them.
 #[inline(always)]
-pub(crate) unsafe fn map_row<S: Sink<C>, A: Clone, C>(
+pub(crate) unsafe fn map_block<S: Sink<C>, A: Clone, C>(
     o: *mut S,
     a: *const A,
-    n: usize,
-    s: [isize; 2],
+    blk: Block<2>,
     f: &impl Fn(A) -> C,
 ) {
-    match s {
-        [1, 1] => {
+    let n = blk.n;
+    match blk.inner {
+        [1, 1] => per_run!(blk, [o, a], {
             let (o, a) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n));
             for (o, a) in o.iter_mut().zip(a) {
                 o.put(f(a.clone()));
             }
-        }
-        [1, 0] => {
+        }),
+        [1, 0] => per_run!(blk, [o, a], {
             let a = &*a;
             for o in slice::from_raw_parts_mut(o, n) {
                 o.put(f(a.clone()));
             }
-        }
-        [so, sa] => {
+        }),
+        [so, sa] => per_run!(blk, [o, a], {
             for i in 0..n as isize {
                 (*o.offset(i * so)).put(f((*a.offset(i * sa)).clone()));
             }
-        }
+        }),
     }
 }
 
-/// `o[i] = f(a[i], b[i])` for `n` elements.
+/// `o[i] = f(a[i], b[i])` over a block.
 ///
 /// # Safety
-/// As [`map_row`], for the three operands.
+/// As [`map_block`], for the three operands.
 #[inline(always)]
-pub(crate) unsafe fn zip_row<S: Sink<C>, A: Clone, B: Clone, C>(
+pub(crate) unsafe fn zip_block<S: Sink<C>, A: Clone, B: Clone, C>(
     o: *mut S,
     a: *const A,
     b: *const B,
-    n: usize,
-    s: [isize; 3],
+    blk: Block<3>,
     f: &impl Fn(A, B) -> C,
 ) {
-    match s {
-        [1, 1, 1] => {
+    let n = blk.n;
+    match blk.inner {
+        [1, 1, 1] => per_run!(blk, [o, a, b], {
             let o = slice::from_raw_parts_mut(o, n);
             let (a, b) = (slice::from_raw_parts(a, n), slice::from_raw_parts(b, n));
             for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
                 o.put(f(a.clone(), b.clone()));
             }
-        }
-        [1, 1, 0] => {
+        }),
+        [1, 1, 0] => per_run!(blk, [o, a, b], {
             let (o, a, b) = (
                 slice::from_raw_parts_mut(o, n),
                 slice::from_raw_parts(a, n),
@@ -88,8 +111,8 @@ pub(crate) unsafe fn zip_row<S: Sink<C>, A: Clone, B: Clone, C>(
             for (o, a) in o.iter_mut().zip(a) {
                 o.put(f(a.clone(), b.clone()));
             }
-        }
-        [1, 0, 1] => {
+        }),
+        [1, 0, 1] => per_run!(blk, [o, a, b], {
             let (o, a, b) = (
                 slice::from_raw_parts_mut(o, n),
                 &*a,
@@ -98,59 +121,90 @@ pub(crate) unsafe fn zip_row<S: Sink<C>, A: Clone, B: Clone, C>(
             for (o, b) in o.iter_mut().zip(b) {
                 o.put(f(a.clone(), b.clone()));
             }
-        }
-        [so, sa, sb] => {
+        }),
+        [so, sa, sb] => per_run!(blk, [o, a, b], {
             for i in 0..n as isize {
                 (*o.offset(i * so))
                     .put(f((*a.offset(i * sa)).clone(), (*b.offset(i * sb)).clone()));
             }
-        }
+        }),
     }
 }
 
-/// `o[i] = f(a[i], b[i], c[i])` for `n` elements.
+/// `o[i] = f(a[i], b[i], c[i])` over a block.
 ///
 /// # Safety
-/// As [`map_row`], for the four operands.
+/// As [`map_block`], for the four operands.
 #[inline(always)]
-pub(crate) unsafe fn zip3_row<S: Sink<D>, A: Clone, B: Clone, C: Clone, D>(
+pub(crate) unsafe fn zip3_block<S: Sink<D>, A: Clone, B: Clone, C: Clone, D>(
     o: *mut S,
     a: *const A,
     b: *const B,
     c: *const C,
-    n: usize,
-    s: [isize; 4],
+    blk: Block<4>,
     f: &impl Fn(A, B, C) -> D,
 ) {
-    if s == [1, 1, 1, 1] {
-        let o = slice::from_raw_parts_mut(o, n);
-        let (a, b, c) = (
-            slice::from_raw_parts(a, n),
-            slice::from_raw_parts(b, n),
-            slice::from_raw_parts(c, n),
-        );
-        for (((o, a), b), c) in o.iter_mut().zip(a).zip(b).zip(c) {
-            o.put(f(a.clone(), b.clone(), c.clone()));
-        }
-    } else {
-        let [so, sa, sb, sc] = s;
-        for i in 0..n as isize {
-            (*o.offset(i * so)).put(f(
-                (*a.offset(i * sa)).clone(),
-                (*b.offset(i * sb)).clone(),
-                (*c.offset(i * sc)).clone(),
-            ));
-        }
+    let n = blk.n;
+    match blk.inner {
+        [1, 1, 1, 1] => per_run!(blk, [o, a, b, c], {
+            let o = slice::from_raw_parts_mut(o, n);
+            let (a, b, c) = (
+                slice::from_raw_parts(a, n),
+                slice::from_raw_parts(b, n),
+                slice::from_raw_parts(c, n),
+            );
+            for (((o, a), b), c) in o.iter_mut().zip(a).zip(b).zip(c) {
+                o.put(f(a.clone(), b.clone(), c.clone()));
+            }
+        }),
+        [so, sa, sb, sc] => per_run!(blk, [o, a, b, c], {
+            for i in 0..n as isize {
+                (*o.offset(i * so)).put(f(
+                    (*a.offset(i * sa)).clone(),
+                    (*b.offset(i * sb)).clone(),
+                    (*c.offset(i * sc)).clone(),
+                ));
+            }
+        }),
     }
 }
 
-/// `o[i] = f(o[i], b[i])` for `n` elements: in-place ops and accumulation (`s[0] == 0` folds
-/// the whole run into one element).
+/// `o[i] = f(o[i], b[i])` over a block: in-place ops.
 ///
 /// # Safety
-/// As [`map_row`]; `o` may repeat (stride 0) only when no other thread writes that element.
+/// As [`map_block`]; `o` is read and written, and never repeats (no stride 0).
 #[inline(always)]
-pub(crate) unsafe fn update_row<A: Clone, B: Clone>(
+pub(crate) unsafe fn update_block<A: Clone, B: Clone>(
+    o: *mut A,
+    b: *const B,
+    blk: Block<2>,
+    f: &impl Fn(A, B) -> A,
+) {
+    let n = blk.n;
+    match blk.inner {
+        [1, 1] => per_run!(blk, [o, b], {
+            let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
+            for (o, b) in o.iter_mut().zip(b) {
+                *o = f(o.clone(), b.clone());
+            }
+        }),
+        [1, 0] => per_run!(blk, [o, b], {
+            let b = &*b;
+            for o in slice::from_raw_parts_mut(o, n) {
+                *o = f(o.clone(), b.clone());
+            }
+        }),
+        _ => per_run!(blk, [o, b], { update_row(o, b, n, blk.inner, f) }),
+    }
+}
+
+/// `o[i] = f(o[i], b[i])` for one run of `n` elements; `s[0] == 0` folds the run into one
+/// element.
+///
+/// # Safety
+/// As [`map_block`]; `o` may repeat (stride 0) only when no other thread writes that element.
+#[inline(always)]
+unsafe fn update_row<A: Clone, B: Clone>(
     o: *mut A,
     b: *const B,
     n: usize,
@@ -158,18 +212,6 @@ pub(crate) unsafe fn update_row<A: Clone, B: Clone>(
     f: &impl Fn(A, B) -> A,
 ) {
     match s {
-        [1, 1] => {
-            let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
-            for (o, b) in o.iter_mut().zip(b) {
-                *o = f(o.clone(), b.clone());
-            }
-        }
-        [1, 0] => {
-            let b = &*b;
-            for o in slice::from_raw_parts_mut(o, n) {
-                *o = f(o.clone(), b.clone());
-            }
-        }
         [0, 1] => {
             let o = &mut *o;
             let mut acc = o.clone();

@@ -14,8 +14,14 @@ mod plan;
 
 use std::mem::MaybeUninit;
 
-use ndarray::{Array, ArrayRef, Dimension, IxDyn};
+use std::marker::PhantomData;
 
+use ndarray::{Array, ArrayRef, Dimension, IxDyn};
+use smallvec::SmallVec;
+
+use crate::view::place_strides;
+
+use kernel::Block;
 pub(crate) use kernel::Sink;
 use parallel::{for_each_index, pieces, split};
 use plan::Plan;
@@ -39,6 +45,10 @@ impl<T> SyncPtr<T> {
         SyncPtr(a.as_ptr() as *mut T)
     }
 
+    fn src(a: &Src<'_, T>) -> Self {
+        SyncPtr(a.ptr as *mut T)
+    }
+
     /// # Safety
     /// `off` is the offset of an element of the array this pointer came from.
     #[inline(always)]
@@ -47,83 +57,132 @@ impl<T> SyncPtr<T> {
     }
 }
 
+/// An input of the engine: an array seen at the output shape, as its first element and its
+/// strides at that shape (0 where it broadcasts). Built only from a borrowed array whose
+/// placement a shape rule has accepted, so every output index reads one of its elements.
+pub(crate) struct Src<'a, T> {
+    ptr: *const T,
+    strides: SmallVec<[isize; 6]>,
+    _borrow: PhantomData<&'a T>,
+}
+
+impl<'a, T> Src<'a, T> {
+    /// `a` as it is: it already has the output's shape.
+    pub fn of<D: Dimension>(a: &'a ArrayRef<T, D>) -> Self {
+        Src {
+            ptr: a.as_ptr(),
+            strides: SmallVec::from_slice(a.strides()),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// `a` placed into `out_shape` by `broadcast_in_dim` dims that a shape rule accepted.
+    pub fn placed<D: Dimension>(
+        a: &'a ArrayRef<T, D>,
+        out_shape: &[usize],
+        dims: &[usize],
+    ) -> Self {
+        debug_assert!(crate::shape::in_dim_check("engine", a.shape(), out_shape, dims).is_ok());
+        Src {
+            ptr: a.as_ptr(),
+            strides: place_strides(a.shape(), a.strides(), out_shape, dims),
+            _borrow: PhantomData,
+        }
+    }
+}
+
 /// Walks `shape` over `N` operands with the given strides (operand 0 is written), calling
-/// `row(offsets, n, inner_strides)` for each run, split across threads when large.
+/// `kernel(offsets, block)` for each block of runs, split across threads when large.
 fn run<const N: usize>(
     shape: &[usize],
     strides: [&[isize]; N],
-    row: &(impl Fn([isize; N], usize, [isize; N]) + Sync),
+    kernel: &(impl Fn([isize; N], Block<N>) + Sync),
 ) {
-    const PRIORITY: [usize; 4] = [0, 1, 2, 3];
-    let plan = Plan::new(shape, strides, &PRIORITY[..N]);
-    let inner = plan.inner_strides();
-    split(plan.len, pieces(plan.len), 64, &|range| {
-        plan.for_each_run(range, |offs, n| row(offs, n, inner))
-    });
+    let plan = Plan::new(shape, strides, std::array::from_fn(|k| k));
+    let pieces = pieces(plan.len);
+    let walk = |plan: &Plan<N>| {
+        let inner = plan.inner_strides();
+        split(plan.len, pieces, 64, &|range| {
+            plan.for_each_block(range, |offs, n, rows, step| {
+                kernel(
+                    offs,
+                    Block {
+                        n,
+                        inner,
+                        rows,
+                        step,
+                    },
+                )
+            })
+        });
+    };
+    match plan.tiled() {
+        Some(tiles) => tiles.iter().for_each(walk),
+        None => walk(&plan),
+    }
 }
 
-/// The engine's one precondition: every operand is already seen at the output's shape (a
-/// mismatch would be a bug in the crate, never a user error, which the shape rules catch).
-fn same_shape(out: &[usize], operand: &[usize]) {
+/// The engine's one precondition: every input is seen at the output's rank (a mismatch would
+/// be a bug in the crate, never a user error, which the shape rules catch).
+fn same_rank<T>(out: &[usize], input: &Src<'_, T>) {
     assert_eq!(
-        out, operand,
-        "engine: operands must be seen at the output shape"
+        out.len(),
+        input.strides.len(),
+        "engine: inputs must be seen at the output shape"
     );
 }
 
-/// `out[i] = f(a[i])`. `a` must already be seen at `out`'s shape.
-pub(crate) fn map<S, A, C, D, E>(
+/// `out[i] = f(a[i])`.
+pub(crate) fn map<S, A, C, D>(
     out: &mut ArrayRef<S, D>,
-    a: &ArrayRef<A, E>,
+    a: &Src<'_, A>,
     f: &(impl Fn(A) -> C + Sync),
 ) where
     S: Sink<C> + Send,
     A: Clone + Sync,
     D: Dimension,
-    E: Dimension,
 {
-    same_shape(out.shape(), a.shape());
-    let (po, pa) = (SyncPtr(out.as_mut_ptr()), SyncPtr::of(a));
-    run(out.shape(), [out.strides(), a.strides()], &|o, n, s| {
-        // SAFETY: the plan yields offsets of elements of each operand; `out` is a unique
-        // (non-overlapping) mutable array and each run goes to one thread.
-        unsafe { kernel::map_row(po.at(o[0]), pa.at(o[1]), n, s, f) }
+    same_rank(out.shape(), a);
+    let (po, pa) = (SyncPtr(out.as_mut_ptr()), SyncPtr::src(a));
+    run(out.shape(), [out.strides(), &a.strides], &|o, blk| {
+        // SAFETY: the plan yields offsets of elements of each operand (a `Src` reads inside its
+        // array at every index of the output shape); `out` is a unique (non-overlapping)
+        // mutable array and each run goes to one thread.
+        unsafe { kernel::map_block(po.at(o[0]), pa.at(o[1]), blk, f) }
     });
 }
 
-/// `out[i] = f(a[i], b[i])`. `a` and `b` must already be seen at `out`'s shape.
-pub(crate) fn zip<S, A, B, C, D, E, F>(
+/// `out[i] = f(a[i], b[i])`.
+pub(crate) fn zip<S, A, B, C, D>(
     out: &mut ArrayRef<S, D>,
-    a: &ArrayRef<A, E>,
-    b: &ArrayRef<B, F>,
+    a: &Src<'_, A>,
+    b: &Src<'_, B>,
     f: &(impl Fn(A, B) -> C + Sync),
 ) where
     S: Sink<C> + Send,
     A: Clone + Sync,
     B: Clone + Sync,
     D: Dimension,
-    E: Dimension,
-    F: Dimension,
 {
-    same_shape(out.shape(), a.shape());
-    same_shape(out.shape(), b.shape());
-    let (po, pa, pb) = (SyncPtr(out.as_mut_ptr()), SyncPtr::of(a), SyncPtr::of(b));
+    same_rank(out.shape(), a);
+    same_rank(out.shape(), b);
+    let (po, pa, pb) = (SyncPtr(out.as_mut_ptr()), SyncPtr::src(a), SyncPtr::src(b));
     run(
         out.shape(),
-        [out.strides(), a.strides(), b.strides()],
-        &|o, n, s| {
+        [out.strides(), &a.strides, &b.strides],
+        &|o, blk| {
             // SAFETY: as in `map`.
-            unsafe { kernel::zip_row(po.at(o[0]), pa.at(o[1]), pb.at(o[2]), n, s, f) }
+            unsafe { kernel::zip_block(po.at(o[0]), pa.at(o[1]), pb.at(o[2]), blk, f) }
         },
     );
 }
 
-/// `out[i] = f(a[i], b[i], c[i])`. The operands must already be seen at `out`'s shape.
-pub(crate) fn zip3<S, A, B, C, R, D, E1, E2, E3>(
+/// `out[i] = f(a[i], b[i], c[i])`.
+pub(crate) fn zip3<S, A, B, C, R, D>(
     out: &mut ArrayRef<S, D>,
-    a: &ArrayRef<A, E1>,
-    b: &ArrayRef<B, E2>,
-    c: &ArrayRef<C, E3>,
+    a: &Src<'_, A>,
+    b: &Src<'_, B>,
+    c: &Src<'_, C>,
     f: &(impl Fn(A, B, C) -> R + Sync),
 ) where
     S: Sink<R> + Send,
@@ -131,38 +190,34 @@ pub(crate) fn zip3<S, A, B, C, R, D, E1, E2, E3>(
     B: Clone + Sync,
     C: Clone + Sync,
     D: Dimension,
-    E1: Dimension,
-    E2: Dimension,
-    E3: Dimension,
 {
-    same_shape(out.shape(), a.shape());
-    same_shape(out.shape(), b.shape());
-    same_shape(out.shape(), c.shape());
+    same_rank(out.shape(), a);
+    same_rank(out.shape(), b);
+    same_rank(out.shape(), c);
     let po = SyncPtr(out.as_mut_ptr());
-    let (pa, pb, pc) = (SyncPtr::of(a), SyncPtr::of(b), SyncPtr::of(c));
-    let strides = [out.strides(), a.strides(), b.strides(), c.strides()];
-    run(out.shape(), strides, &|o, n, s| {
+    let (pa, pb, pc) = (SyncPtr::src(a), SyncPtr::src(b), SyncPtr::src(c));
+    let strides = [out.strides(), &a.strides[..], &b.strides, &c.strides];
+    run(out.shape(), strides, &|o, blk| {
         // SAFETY: as in `map`.
-        unsafe { kernel::zip3_row(po.at(o[0]), pa.at(o[1]), pb.at(o[2]), pc.at(o[3]), n, s, f) }
+        unsafe { kernel::zip3_block(po.at(o[0]), pa.at(o[1]), pb.at(o[2]), pc.at(o[3]), blk, f) }
     });
 }
 
-/// `out[i] = f(out[i], b[i])`, in place. `b` must already be seen at `out`'s shape.
-pub(crate) fn update<A, B, D, E>(
+/// `out[i] = f(out[i], b[i])`, in place.
+pub(crate) fn update<A, B, D>(
     out: &mut ArrayRef<A, D>,
-    b: &ArrayRef<B, E>,
+    b: &Src<'_, B>,
     f: &(impl Fn(A, B) -> A + Sync),
 ) where
     A: Clone + Send + Sync,
     B: Clone + Sync,
     D: Dimension,
-    E: Dimension,
 {
-    same_shape(out.shape(), b.shape());
-    let (po, pb) = (SyncPtr(out.as_mut_ptr()), SyncPtr::of(b));
-    run(out.shape(), [out.strides(), b.strides()], &|o, n, s| {
+    same_rank(out.shape(), b);
+    let (po, pb) = (SyncPtr(out.as_mut_ptr()), SyncPtr::src(b));
+    run(out.shape(), [out.strides(), &b.strides], &|o, blk| {
         // SAFETY: as in `map`; `out` and `b` cannot overlap since `out` is borrowed mutably.
-        unsafe { kernel::update_row(po.at(o[0]), pb.at(o[1]), n, s, f) }
+        unsafe { kernel::update_block(po.at(o[0]), pb.at(o[1]), blk, f) }
     });
 }
 
@@ -201,7 +256,7 @@ pub(crate) fn reduce<A, D, E>(
 {
     let strides = acc_strides(acc, acc_dim, src.shape());
     // Walk in the source's memory order: the big operand streams, the accumulator repeats.
-    let plan = Plan::new(src.shape(), [&strides, src.strides()], &[1, 0]);
+    let plan = Plan::new(src.shape(), [&strides, src.strides()], [1, 0]);
     let (pa, ps) = (SyncPtr(acc.as_mut_ptr()), SyncPtr::of(src));
     let rows = plan.dims[0];
     let row_len = plan.len.checked_div(rows).unwrap_or(0);
@@ -231,7 +286,7 @@ pub(crate) fn reduce<A, D, E>(
     for_each_index(blocks, pieces(plan.len), &|b| {
         let mut part = Array::from_elem(IxDyn(acc.shape()), identity.clone());
         let part_strides = acc_strides(&part, acc_dim, src.shape());
-        let part_plan = Plan::new(src.shape(), [&part_strides, src.strides()], &[1, 0]);
+        let part_plan = Plan::new(src.shape(), [&part_strides, src.strides()], [1, 0]);
         let (r0, r1) = (rows * b / blocks, rows * (b + 1) / blocks);
         fold(
             SyncPtr(part.as_mut_ptr()),
@@ -242,7 +297,7 @@ pub(crate) fn reduce<A, D, E>(
     });
     for p in partials {
         if let Some(part) = p.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            update(acc, &part, f);
+            update(acc, &Src::of(&part), f);
         }
     }
 }

@@ -2,6 +2,11 @@
 
 use std::ops::Range;
 
+use smallvec::{smallvec, SmallVec};
+
+/// Inline storage for the loop nest: no allocation up to this many dims.
+type Nest<T> = SmallVec<[T; 6]>;
+
 /// A loop nest over `N` operands seen at one shape (operand 0 is the one written).
 ///
 /// Dims of size 1 are dropped, the rest are ordered by the strides of the operands (operand 0
@@ -11,37 +16,38 @@ use std::ops::Range;
 #[derive(Debug, Clone)]
 pub(crate) struct Plan<const N: usize> {
     /// Merged dims, outermost first. Never empty: a scalar is one dim of length 1.
-    pub dims: Vec<usize>,
+    pub dims: Nest<usize>,
     /// For each merged dim, the stride (in elements) of each operand.
-    pub strides: Vec<[isize; N]>,
+    pub strides: Nest<[isize; N]>,
+    /// Each operand's element offset of the plan's first element.
+    pub base: [isize; N],
     /// Total number of elements.
     pub len: usize,
 }
 
+/// The tile edge, in elements, of a transposing walk (see [`Plan::tiled`]).
+const TILE: usize = 128;
+
 impl<const N: usize> Plan<N> {
     /// Plans a walk over `shape`; `strides[k]` are operand `k`'s strides at that shape and
-    /// `priority` lists the operands whose strides decide the order, most important first.
-    pub fn new(shape: &[usize], strides: [&[isize]; N], priority: &[usize]) -> Self {
+    /// `priority` orders the operands whose strides decide the loop order, most important first.
+    pub fn new(shape: &[usize], strides: [&[isize]; N], priority: [usize; N]) -> Self {
         let len = shape.iter().product();
         if len == 0 {
             return Plan {
-                dims: vec![0],
-                strides: vec![[0; N]],
+                dims: smallvec![0],
+                strides: smallvec![[0; N]],
+                base: [0; N],
                 len: 0,
             };
         }
-        let mut axes: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] != 1).collect();
-        let key = |ax: usize| -> Vec<usize> {
-            priority
-                .iter()
-                .map(|&k| strides[k][ax].unsigned_abs())
-                .collect()
-        };
+        let mut axes: Nest<usize> = (0..shape.len()).filter(|&i| shape[i] != 1).collect();
+        let key = |ax: usize| -> [usize; N] { priority.map(|k| strides[k][ax].unsigned_abs()) };
         // Largest strides outermost; the stable sort keeps the logical order on ties.
         axes.sort_by_key(|&ax| std::cmp::Reverse(key(ax)));
 
-        let mut dims: Vec<usize> = Vec::with_capacity(axes.len());
-        let mut merged: Vec<[isize; N]> = Vec::with_capacity(axes.len());
+        let mut dims: Nest<usize> = SmallVec::new();
+        let mut merged: Nest<[isize; N]> = SmallVec::new();
         for ax in axes {
             let s: [isize; N] = std::array::from_fn(|k| strides[k][ax]);
             let n = shape[ax];
@@ -62,8 +68,65 @@ impl<const N: usize> Plan<N> {
         Plan {
             dims,
             strides: merged,
+            base: [0; N],
             len,
         }
+    }
+
+    /// The same walk cut into square tiles when an operand runs across the inner loop with a
+    /// large stride but along the next loop with unit stride (a transpose): walking a tile reuses
+    /// the cache lines and pages such an operand touches. Returns the tiled part and the edge
+    /// strips, or `None` when tiling does not apply. Elementwise results do not depend on the
+    /// order of the walk, so the tiled plans compute exactly what the plain one does.
+    pub fn tiled(&self) -> Option<Vec<Plan<N>>> {
+        let k = self.dims.len();
+        if k < 2 {
+            return None;
+        }
+        let (outer, inner) = (k - 2, k - 1);
+        let (rows, cols) = (self.dims[outer], self.dims[inner]);
+        let (so, si) = (self.strides[outer], self.strides[inner]);
+        let transposes = (0..N).any(|j| so[j].abs() == 1 && si[j].unsigned_abs() >= TILE);
+        if !transposes || rows < TILE || cols < TILE {
+            return None;
+        }
+        let (r0, c0) = (rows / TILE * TILE, cols / TILE * TILE);
+        let head = &self.dims[..outer];
+        let head_strides = &self.strides[..outer];
+        let part = |dims: Nest<usize>, strides: Nest<[isize; N]>, shift: [isize; N]| Plan {
+            len: dims.iter().product(),
+            dims,
+            strides,
+            base: std::array::from_fn(|j| self.base[j] + shift[j]),
+        };
+        let scaled = |s: [isize; N]| s.map(|x| x * TILE as isize);
+        let mut plans = vec![part(
+            head.iter()
+                .copied()
+                .chain([r0 / TILE, c0 / TILE, TILE, TILE])
+                .collect(),
+            head_strides
+                .iter()
+                .copied()
+                .chain([scaled(so), scaled(si), so, si])
+                .collect(),
+            [0; N],
+        )];
+        if c0 < cols {
+            plans.push(part(
+                head.iter().copied().chain([rows, cols - c0]).collect(),
+                head_strides.iter().copied().chain([so, si]).collect(),
+                si.map(|x| x * c0 as isize),
+            ));
+        }
+        if r0 < rows {
+            plans.push(part(
+                head.iter().copied().chain([rows - r0, c0]).collect(),
+                head_strides.iter().copied().chain([so, si]).collect(),
+                so.map(|x| x * r0 as isize),
+            ));
+        }
+        Some(plans)
     }
 
     /// The strides of the innermost loop.
@@ -71,51 +134,82 @@ impl<const N: usize> Plan<N> {
         *self.strides.last().expect("a plan has at least one dim")
     }
 
-    /// Calls `row(offsets, n)` for each run of the innermost loop that falls in the linear
-    /// element range `range` (row-major over the planned dims); `offsets` are each operand's
-    /// element offset of the run's first element.
-    pub fn for_each_run(&self, range: Range<usize>, mut row: impl FnMut([isize; N], usize)) {
+    /// Calls `block(offsets, rows, step)` for the work in the linear element range `range`
+    /// (row-major over the planned dims): `rows` runs of the innermost loop, the first at
+    /// `offsets` (each operand's element offset), each next one `step` further. Whole runs along
+    /// the second-innermost dim come as one block; partial runs at the range's ends come alone,
+    /// with their length as `n`.
+    pub fn for_each_block(
+        &self,
+        range: Range<usize>,
+        mut block: impl FnMut([isize; N], usize, usize, [isize; N]),
+    ) {
         if range.is_empty() {
             return;
         }
-        let outer = self.dims.len() - 1;
-        let inner_len = self.dims[outer];
-        let inner = self.strides[outer];
+        let (dims, strides): (&[usize], &[[isize; N]]) = (&self.dims, &self.strides);
+        let outer = dims.len() - 1;
+        let inner_len = dims[outer];
+        let inner = strides[outer];
         let (mut row_no, mut col) = (range.start / inner_len, range.start % inner_len);
-        // Multi-index of the current row over the outer dims, and its offsets.
-        let mut idx = vec![0usize; outer];
-        let mut base = [0isize; N];
+        // Multi-index of the current run over the outer dims, and its offsets.
+        let mut idx: Nest<usize> = smallvec![0; outer];
+        let idx: &mut [usize] = &mut idx;
+        let mut base = self.base;
         for d in (0..outer).rev() {
-            idx[d] = row_no % self.dims[d];
-            row_no /= self.dims[d];
-            for (k, b) in base.iter_mut().enumerate() {
-                *b += idx[d] as isize * self.strides[d][k];
+            idx[d] = row_no % dims[d];
+            row_no /= dims[d];
+            for k in 0..N {
+                base[k] += idx[d] as isize * strides[d][k];
             }
         }
         let mut remaining = range.len();
-        loop {
-            let n = (inner_len - col).min(remaining);
-            let offs = std::array::from_fn(|k| base[k] + col as isize * inner[k]);
-            row(offs, n);
-            remaining -= n;
-            if remaining == 0 {
-                return;
-            }
-            col = 0;
-            for d in (0..outer).rev() {
-                idx[d] += 1;
-                for (k, b) in base.iter_mut().enumerate() {
-                    *b += self.strides[d][k];
+        while remaining > 0 {
+            // Whole runs left along the second-innermost dim, taken in one block.
+            let (rows, step) = match outer.checked_sub(1) {
+                Some(d) if col == 0 && remaining >= inner_len => {
+                    ((dims[d] - idx[d]).min(remaining / inner_len), strides[d])
                 }
-                if idx[d] < self.dims[d] {
+                _ => (1, [0; N]),
+            };
+            let n = (inner_len - col).min(remaining);
+            block(
+                std::array::from_fn(|k| base[k] + col as isize * inner[k]),
+                n,
+                rows,
+                step,
+            );
+            remaining -= n * rows;
+            col = 0;
+            // Advance `rows` runs: the first step may land inside the second-innermost dim,
+            // the carry then runs outward.
+            let mut d = outer;
+            let mut by = rows;
+            while d > 0 && remaining > 0 {
+                d -= 1;
+                idx[d] += by;
+                if idx[d] < dims[d] {
+                    for k in 0..N {
+                        base[k] += strides[d][k] * by as isize;
+                    }
                     break;
                 }
-                for (k, b) in base.iter_mut().enumerate() {
-                    *b -= self.strides[d][k] * self.dims[d] as isize;
+                for k in 0..N {
+                    base[k] -= strides[d][k] * (idx[d] - by) as isize;
                 }
                 idx[d] = 0;
+                by = 1;
             }
         }
+    }
+
+    /// Calls `run(offsets, n)` for each run of the innermost loop in `range`.
+    pub fn for_each_run(&self, range: Range<usize>, mut run: impl FnMut([isize; N], usize)) {
+        self.for_each_block(range, |offs, n, rows, step| {
+            for r in 0..rows as isize {
+                run(std::array::from_fn(|k| offs[k] + r * step[k]), n);
+            }
+        });
     }
 }
 
@@ -125,30 +219,55 @@ mod tests {
 
     #[test]
     fn contiguous_merges_to_one_dim() {
-        let p = Plan::<2>::new(&[4, 5, 6], [&[30, 6, 1], &[30, 6, 1]], &[0, 1]);
-        assert_eq!(p.dims, vec![120]);
+        let p = Plan::<2>::new(&[4, 5, 6], [&[30, 6, 1], &[30, 6, 1]], [0, 1]);
+        assert_eq!(p.dims.as_slice(), &[120]);
         assert_eq!(p.inner_strides(), [1, 1]);
     }
 
     #[test]
     fn broadcast_row_keeps_two_dims() {
         // (M,N) + (1,N): rhs stride 0 on dim 0 stops the merge.
-        let p = Plan::<3>::new(&[3, 4], [&[4, 1], &[4, 1], &[0, 1]], &[0, 1, 2]);
-        assert_eq!(p.dims, vec![3, 4]);
+        let p = Plan::<3>::new(&[3, 4], [&[4, 1], &[4, 1], &[0, 1]], [0, 1, 2]);
+        assert_eq!(p.dims.as_slice(), &[3, 4]);
     }
 
     #[test]
     fn transposed_output_walks_memory_order() {
-        let p = Plan::<2>::new(&[3, 4], [&[1, 3], &[4, 1]], &[0, 1]);
-        assert_eq!(p.dims, vec![4, 3]);
+        let p = Plan::<2>::new(&[3, 4], [&[1, 3], &[4, 1]], [0, 1]);
+        assert_eq!(p.dims.as_slice(), &[4, 3]);
         assert_eq!(p.inner_strides(), [1, 4]);
     }
 
     #[test]
     fn runs_cover_a_range_exactly() {
-        let p = Plan::<1>::new(&[3, 4], [&[10, 1]], &[0]);
+        let p = Plan::<1>::new(&[3, 4], [&[10, 1]], [0]);
         let mut seen = vec![];
         p.for_each_run(2..11, |o, n| seen.push((o[0], n)));
         assert_eq!(seen, vec![(2, 2), (10, 4), (20, 3)]);
+    }
+
+    #[test]
+    fn tiles_cover_every_element_once() {
+        // A transpose with edges: out row-major, input column-major.
+        let (r, c) = (2 * TILE + 6, TILE + 13);
+        let (ri, ci) = (r as isize, c as isize);
+        let p = Plan::<2>::new(&[r, c], [&[ci, 1], &[1, ri]], [0, 1]);
+        let tiles = p.tiled().expect("a transpose tiles");
+        assert_eq!(tiles.len(), 3);
+        assert_eq!(tiles.iter().map(|t| t.len).sum::<usize>(), r * c);
+        let mut seen = vec![0u8; r * c];
+        for t in &tiles {
+            t.for_each_run(0..t.len, |o, n| {
+                for i in 0..n as isize {
+                    let (out, inp) = (o[0] + i, o[1] + ri * i);
+                    assert_eq!((out / ci, out % ci), (inp % ri, inp / ri));
+                    seen[out as usize] += 1;
+                }
+            });
+        }
+        assert!(seen.iter().all(|&c| c == 1));
+        assert!(Plan::<2>::new(&[r, c], [&[ci, 1], &[ci, 1]], [0, 1])
+            .tiled()
+            .is_none());
     }
 }
