@@ -471,7 +471,7 @@ pub fn from_buffer<A: Clone + Send + Sync>(
     layout: &Layout,
 ) -> Result<Array<A, IxDyn>> {
     let v = view(buffer, dims, layout).map_err(|e| rename(e, "from_buffer"))?;
-    Ok(engine::fresh(dims, |out| {
+    Ok(engine::fresh(IxDyn(dims), |out| {
         engine::map(out, &Src::of(&v), &|x: A| x)
     }))
 }

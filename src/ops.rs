@@ -101,6 +101,20 @@ fn placed<'a, 'b, A, B, D: Dimension, E: Dimension>(
     )
 }
 
+/// The output dimension, of the type the caller's types promise, for a result of `shape`.
+pub(crate) fn out_dim<O: Dimension>(op: &'static str, shape: &[usize]) -> Result<O> {
+    if O::NDIM.is_some_and(|n| n != shape.len()) {
+        return Err(BroadcastError::OutputShape {
+            op,
+            expected: shape.into(),
+            got: shape.into(),
+        });
+    }
+    let mut dim = O::zeros(shape.len());
+    dim.slice_mut().copy_from_slice(shape);
+    Ok(dim)
+}
+
 /// A fresh result converted to the dimension type the caller's types promise.
 pub(crate) fn into_dim<C, O: Dimension>(
     op: &'static str,
@@ -144,10 +158,8 @@ where
 {
     let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
     let (l, r) = placed(lhs, rhs, &plan);
-    into_dim(
-        op,
-        engine::fresh(&plan.out, |out| engine::zip(out, &l, &r, &f)),
-    )
+    let dim = out_dim(op, &plan.out)?;
+    Ok(engine::fresh(dim, |out| engine::zip(out, &l, &r, &f)))
 }
 
 /// `f` over every element into a fresh array of the same shape and dimension type.
@@ -157,10 +169,7 @@ where
     C: Send,
     D: Dimension,
 {
-    let out = engine::fresh(a.shape(), |out| engine::map(out, &Src::of(a), &f));
-    // The fresh array has exactly `a`'s shape, so the rank conversion cannot fail.
-    out.into_dimensionality::<D>()
-        .unwrap_or_else(|_| unreachable!("same rank as the input"))
+    engine::fresh(a.raw_dim(), |out| engine::map(out, &Src::of(a), &f))
 }
 
 /// The binary op family's one implementation: into a caller's array.
@@ -613,10 +622,10 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         E2: Dimension,
     {
         let (shape, p, t, f) = select_inputs(self, on_true, on_false)?;
-        let out = engine::fresh(&shape, |out| {
+        let dim = out_dim("select", &shape)?;
+        Ok(engine::fresh(dim, |out| {
             engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f })
-        });
-        into_dim("select", out)
+        }))
     }
 
     fn select_bcast_into<T, E1, E2, O>(

@@ -4,16 +4,16 @@
 
 use std::mem::MaybeUninit;
 
-use ndarray::{Array, IxDyn};
+use ndarray::{Array, Dimension};
 
 /// Outputs at least this large (in bytes) get the huge-page advice.
 #[cfg(target_os = "linux")]
 const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 
-/// An uninitialised array of `shape` in standard layout. The caller has checked that the
+/// An uninitialised array of shape `dim` in standard layout. The caller has checked that the
 /// element count fits `isize`.
-pub(super) fn uninit<C>(shape: &[usize]) -> Array<MaybeUninit<C>, IxDyn> {
-    let mut out = Array::<C, IxDyn>::uninit(IxDyn(shape));
+pub(super) fn uninit<C, D: Dimension>(dim: D) -> Array<MaybeUninit<C>, D> {
+    let mut out = Array::<C, D>::uninit(dim);
     advise_huge_pages(
         out.as_mut_ptr() as *mut u8,
         out.len() * std::mem::size_of::<C>(),

@@ -122,6 +122,19 @@ pub(crate) unsafe fn zip_block<S: Sink<C>, A: Clone, B: Clone, C>(
                 o.put(f(a.clone(), b.clone()));
             }
         }),
+        // A transposed operand: the output and the other operand still run as slices.
+        [1, sa, 1] => per_run!(blk, [o, a, b], {
+            let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
+            for (i, (o, b)) in o.iter_mut().zip(b).enumerate() {
+                o.put(f((*a.offset(i as isize * sa)).clone(), b.clone()));
+            }
+        }),
+        [1, 1, sb] => per_run!(blk, [o, a, b], {
+            let (o, a) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n));
+            for (i, (o, a)) in o.iter_mut().zip(a).enumerate() {
+                o.put(f(a.clone(), (*b.offset(i as isize * sb)).clone()));
+            }
+        }),
         [so, sa, sb] => per_run!(blk, [o, a, b], {
             for i in 0..n as isize {
                 (*o.offset(i * so))

@@ -98,6 +98,9 @@ fn run<const N: usize>(
     strides: [&[isize]; N],
     kernel: &(impl Fn([isize; N], Block<N>) + Sync),
 ) {
+    if let Some(block) = small_block(shape, &strides) {
+        return kernel([0; N], block);
+    }
     let plan = Plan::new(shape, strides, std::array::from_fn(|k| k));
     let pieces = pieces(plan.len);
     let walk = |plan: &Plan<N>| {
@@ -120,6 +123,48 @@ fn run<const N: usize>(
         Some(tiles) => tiles.iter().for_each(walk),
         None => walk(&plan),
     }
+}
+
+/// A small walk (serial, below [`parallel::PARALLEL_THRESHOLD`]) as one block, when its dims
+/// merge into at most two in their own order: the common small cases then skip planning
+/// altogether. Loop order does not change results, and data this small sits in cache, so the
+/// order the strides would pick does not matter.
+fn small_block<const N: usize>(shape: &[usize], strides: &[&[isize]; N]) -> Option<Block<N>> {
+    let len = shape
+        .iter()
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))?;
+    if len == 0 || len >= parallel::PARALLEL_THRESHOLD {
+        return None;
+    }
+    // (len, strides) of the inner and outer merged dims.
+    let mut merged: [(usize, [isize; N]); 2] = [(1, [0; N]); 2];
+    let mut used = 0;
+    for d in (0..shape.len()).rev() {
+        let n = shape[d];
+        if n == 1 {
+            continue;
+        }
+        let s: [isize; N] = std::array::from_fn(|k| strides[k][d]);
+        if used > 0 {
+            let (m, t) = merged[used - 1];
+            if (0..N).all(|k| s[k] == t[k] * m as isize) {
+                merged[used - 1].0 *= n;
+                continue;
+            }
+        }
+        if used == 2 {
+            return None;
+        }
+        merged[used] = (n, s);
+        used += 1;
+    }
+    let [(n, inner), (rows, step)] = merged;
+    Some(Block {
+        n,
+        inner,
+        rows,
+        step,
+    })
 }
 
 /// The engine's one precondition: every input is seen at the output's rank (a mismatch would
@@ -221,13 +266,13 @@ pub(crate) fn update<A, B, D>(
     });
 }
 
-/// A fresh output of `shape` in standard layout, filled by `fill` (which must write every
+/// A fresh output of shape `dim` in standard layout, filled by `fill` (which must write every
 /// element through the engine).
-pub(crate) fn fresh<C>(
-    shape: &[usize],
-    fill: impl FnOnce(&mut ArrayRef<MaybeUninit<C>, IxDyn>),
-) -> Array<C, IxDyn> {
-    let mut out = alloc::uninit::<C>(shape);
+pub(crate) fn fresh<C, D: Dimension>(
+    dim: D,
+    fill: impl FnOnce(&mut ArrayRef<MaybeUninit<C>, D>),
+) -> Array<C, D> {
+    let mut out = alloc::uninit::<C, D>(dim);
     fill(&mut out);
     // SAFETY: every caller passes a `fill` that runs one engine pass over `out`, and an engine
     // pass writes every element of its output exactly once.

@@ -26,7 +26,7 @@ pub(crate) struct Plan<const N: usize> {
 }
 
 /// The tile edge, in elements, of a transposing walk (see [`Plan::tiled`]).
-const TILE: usize = 128;
+const TILE: usize = 256;
 
 impl<const N: usize> Plan<N> {
     /// Plans a walk over `shape`; `strides[k]` are operand `k`'s strides at that shape and
@@ -43,8 +43,11 @@ impl<const N: usize> Plan<N> {
         }
         let mut axes: Nest<usize> = (0..shape.len()).filter(|&i| shape[i] != 1).collect();
         let key = |ax: usize| -> [usize; N] { priority.map(|k| strides[k][ax].unsigned_abs()) };
-        // Largest strides outermost; the stable sort keeps the logical order on ties.
-        axes.sort_by_key(|&ax| std::cmp::Reverse(key(ax)));
+        // Largest strides outermost; the stable sort keeps the logical order on ties. Arrays in
+        // standard layout are already in order, and small ops should not pay for a sort.
+        if axes.windows(2).any(|w| key(w[0]) < key(w[1])) {
+            axes.sort_by_key(|&ax| std::cmp::Reverse(key(ax)));
+        }
 
         let mut dims: Nest<usize> = SmallVec::new();
         let mut merged: Nest<[isize; N]> = SmallVec::new();
