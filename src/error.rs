@@ -246,6 +246,22 @@ pub enum BroadcastError {
         shape: Box<[usize]>,
     },
 
+    /// The result could not be allocated (its bytes do not fit `isize`, or the allocator
+    /// refused them).
+    #[error(
+        "{op}: cannot allocate a result of shape {} ({})",
+        sh(shape),
+        bytes.map_or("more bytes than fit in usize".to_string(), |b| format!("{b} bytes"))
+    )]
+    Allocation {
+        /// The operation.
+        op: &'static str,
+        /// The result's shape.
+        shape: Box<[usize]>,
+        /// The bytes it needs, if that fits `usize`.
+        bytes: Option<usize>,
+    },
+
     /// A layout is malformed or does not fit the dims it is used with.
     #[error("{op}: layout {layout} for dims {}: {reason}", sh(dims))]
     Layout {
@@ -351,6 +367,7 @@ impl BroadcastError {
             | Self::NumpyIncompatible { op, .. }
             | Self::PaddleAxis { op, .. }
             | Self::SizeOverflow { op, .. }
+            | Self::Allocation { op, .. }
             | Self::Layout { op, .. }
             | Self::BufferTooShort { op, .. }
             | Self::IndexOutOfRange { op, .. } => op,

@@ -111,15 +111,14 @@ pub fn bump_indices(dims: &[usize], indices: &mut [usize]) -> bool {
 /// assert!(normalize_dim(-4, 3).is_err());
 /// ```
 pub fn normalize_dim(dim: isize, rank: usize) -> Result<usize> {
-    let r = rank as isize;
-    let d = if dim < 0 { dim + r } else { dim };
-    if (0..r).contains(&d) {
-        Ok(d as usize)
+    let d = if dim >= 0 {
+        Some(dim as usize).filter(|&d| d < rank)
     } else {
-        Err(BroadcastError::IndexOutOfRange {
-            op: "normalize_dim",
-            dims: Box::new([]),
-            what: format!("dim {dim} for rank {rank}"),
-        })
-    }
+        rank.checked_sub(dim.unsigned_abs())
+    };
+    d.ok_or_else(|| BroadcastError::IndexOutOfRange {
+        op: "normalize_dim",
+        dims: Box::new([]),
+        what: format!("dim {dim} for rank {rank}"),
+    })
 }

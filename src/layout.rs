@@ -431,7 +431,14 @@ pub fn to_buffer<A: XlaElement, D: Dimension>(
     let dims = array.shape();
     let len = layout.buffer_len_for("to_buffer", dims)?;
     let (shape, used) = layout.stride_shape("to_buffer", dims, len)?;
-    let mut buffer: Vec<A> = Vec::with_capacity(len);
+    let mut buffer: Vec<A> = Vec::new();
+    buffer
+        .try_reserve_exact(len)
+        .map_err(|_| BroadcastError::Allocation {
+            op: "to_buffer",
+            shape: Box::new([len]),
+            bytes: len.checked_mul(std::mem::size_of::<A>()),
+        })?;
     let slots = &mut buffer.spare_capacity_mut()[..len];
     let padded = layout.padded_dimensions.is_some() && len != array.len();
     if padded {
@@ -471,9 +478,9 @@ pub fn from_buffer<A: Clone + Send + Sync>(
     layout: &Layout,
 ) -> Result<Array<A, IxDyn>> {
     let v = view(buffer, dims, layout).map_err(|e| rename(e, "from_buffer"))?;
-    Ok(engine::fresh(IxDyn(dims), |out| {
+    engine::fresh("from_buffer", IxDyn(dims), |out| {
         engine::map(out, &Src::of(&v), &|x: A| x)
-    }))
+    })
 }
 
 fn rename(e: BroadcastError, op: &'static str) -> BroadcastError {

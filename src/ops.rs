@@ -159,17 +159,21 @@ where
     let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
     let (l, r) = placed(lhs, rhs, &plan);
     let dim = out_dim(op, &plan.out)?;
-    Ok(engine::fresh(dim, |out| engine::zip(out, &l, &r, &f)))
+    engine::fresh(op, dim, |out| engine::zip(out, &l, &r, &f))
 }
 
 /// `f` over every element into a fresh array of the same shape and dimension type.
-pub(crate) fn map_collect<A, C, D>(a: &ArrayRef<A, D>, f: impl Fn(A) -> C + Sync) -> Array<C, D>
+pub(crate) fn map_collect<A, C, D>(
+    op: &'static str,
+    a: &ArrayRef<A, D>,
+    f: impl Fn(A) -> C + Sync,
+) -> Result<Array<C, D>>
 where
     A: Clone + Sync,
     C: Send,
     D: Dimension,
 {
-    engine::fresh(a.raw_dim(), |out| engine::map(out, &Src::of(a), &f))
+    engine::fresh(op, a.raw_dim(), |out| engine::map(out, &Src::of(a), &f))
 }
 
 /// The binary op family's one implementation: into a caller's array.
@@ -623,9 +627,9 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
     {
         let (shape, p, t, f) = select_inputs(self, on_true, on_false)?;
         let dim = out_dim("select", &shape)?;
-        Ok(engine::fresh(dim, |out| {
+        engine::fresh("select", dim, |out| {
             engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f })
-        }))
+        })
     }
 
     fn select_bcast_into<T, E1, E2, O>(
@@ -724,8 +728,8 @@ macro_rules! strict_operators {
         {
             type Output = Array<A, D>;
             fn $method(self, rhs: A) -> Self::Output {
-                // A scalar broadcasts to anything: no shape rule can fail.
-                map_collect(self.0, move |x| A::$elem(x, rhs))
+                // A scalar broadcasts to anything: no shape rule can fail, only the allocation.
+                map_collect($op, self.0, move |x| A::$elem(x, rhs)).unwrap_or_else(|e| panic!("{e}"))
             }
         }
     )*};

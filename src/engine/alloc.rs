@@ -6,19 +6,38 @@ use std::mem::MaybeUninit;
 
 use ndarray::{Array, Dimension};
 
+use crate::error::{BroadcastError, Result};
+
 /// Outputs at least this large (in bytes) get the huge-page advice.
 #[cfg(target_os = "linux")]
 const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 
-/// An uninitialised array of shape `dim` in standard layout. The caller has checked that the
-/// element count fits `isize`.
-pub(super) fn uninit<C, D: Dimension>(dim: D) -> Array<MaybeUninit<C>, D> {
-    let mut out = Array::<C, D>::uninit(dim);
+/// An uninitialised array of shape `dim` in standard layout, or an error (never an abort) when
+/// its bytes do not fit `isize` or the allocator refuses them.
+pub(super) fn uninit<C, D: Dimension>(
+    op: &'static str,
+    dim: D,
+) -> Result<Array<MaybeUninit<C>, D>> {
+    let fail = |dim: &D| BroadcastError::Allocation {
+        op,
+        shape: dim.slice().into(),
+        bytes: dim
+            .size_checked()
+            .and_then(|n| n.checked_mul(std::mem::size_of::<C>())),
+    };
+    let len = dim.size_checked().ok_or_else(|| fail(&dim))?;
+    let mut buffer: Vec<MaybeUninit<C>> = Vec::new();
+    if buffer.try_reserve_exact(len).is_err() {
+        return Err(fail(&dim));
+    }
+    // SAFETY: the capacity is `len` and `MaybeUninit` needs no initialisation.
+    unsafe { buffer.set_len(len) };
     advise_huge_pages(
-        out.as_mut_ptr() as *mut u8,
-        out.len() * std::mem::size_of::<C>(),
+        buffer.as_mut_ptr() as *mut u8,
+        len * std::mem::size_of::<C>(),
     );
-    out
+    let shape = dim.clone();
+    Array::from_shape_vec(dim, buffer).map_err(|_| fail(&shape))
 }
 
 #[cfg(target_os = "linux")]

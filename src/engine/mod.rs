@@ -267,16 +267,17 @@ pub(crate) fn update<A, B, D>(
 }
 
 /// A fresh output of shape `dim` in standard layout, filled by `fill` (which must write every
-/// element through the engine).
+/// element through the engine); an error when it cannot be allocated.
 pub(crate) fn fresh<C, D: Dimension>(
+    op: &'static str,
     dim: D,
     fill: impl FnOnce(&mut ArrayRef<MaybeUninit<C>, D>),
-) -> Array<C, D> {
-    let mut out = alloc::uninit::<C, D>(dim);
+) -> crate::error::Result<Array<C, D>> {
+    let mut out = alloc::uninit::<C, D>(op, dim)?;
     fill(&mut out);
     // SAFETY: every caller passes a `fill` that runs one engine pass over `out`, and an engine
     // pass writes every element of its output exactly once.
-    unsafe { out.assume_init() }
+    Ok(unsafe { out.assume_init() })
 }
 
 /// Outer dims cut into this many blocks when a large reduction folds its outermost dim: each

@@ -1,0 +1,255 @@
+//! Bad input comes back as a `BroadcastError`, never a panic or an abort: every public function
+//! is called on hostile inputs inside `catch_unwind`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use ndarray::{arr0, Array1, Array2, ArrayD, IxDyn};
+use xla_bcast::index::{bump_indices, linear_index, multi_index, normalize_dim};
+use xla_bcast::layout::{self, Layout, PaddingValue, Shape};
+use xla_bcast::prelude::*;
+use xla_bcast::{numpy, paddle, reduce, shape};
+
+/// Runs `f`, which must return an error without panicking.
+fn refuses<T: std::fmt::Debug>(what: &str, f: impl FnOnce() -> Result<T, BroadcastError>) {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Err(e)) => assert!(!e.to_string().is_empty(), "{what}"),
+        Ok(Ok(v)) => panic!("{what}: expected an error, got {v:?}"),
+        Err(_) => panic!("{what}: panicked"),
+    }
+}
+
+const HUGE: usize = usize::MAX / 2;
+
+#[test]
+fn shape_rules() {
+    refuses("overflow", || {
+        shape::binary_op_shape(&[HUGE, 1], &[1, 4], &[])
+    });
+    refuses("isize overflow", || {
+        shape::binary_op_shape(&[isize::MAX as usize + 1], &[1], &[])
+    });
+    refuses("duplicate dims", || {
+        shape::binary_op_shape(&[2, 3, 4], &[3, 3], &[1, 1])
+    });
+    refuses("unsorted dims", || {
+        shape::binary_op_shape(&[2, 3, 4], &[4, 3], &[2, 1])
+    });
+    refuses("out of range", || {
+        shape::binary_op_shape(&[2, 3], &[3], &[7])
+    });
+    refuses("usize::MAX dim", || {
+        shape::binary_op_shape(&[2, 3], &[3], &[usize::MAX])
+    });
+    refuses("too many dims", || {
+        shape::binary_op_shape(&[2, 3], &[3], &[0, 1])
+    });
+    refuses("scalar with dims", || {
+        shape::binary_op_shape(&[2, 3], &[], &[0])
+    });
+    refuses("equal ranks permuted", || {
+        shape::binary_op_shape(&[2, 3], &[3, 2], &[1, 0])
+    });
+    refuses("degenerate ranks", || {
+        shape::degenerate_shape(&[2], &[2, 2])
+    });
+    refuses("in_dim overflow", || {
+        shape::broadcast_in_dim_shape(&[1, 1], &[HUGE, HUGE], &[0, 1])
+    });
+    refuses("in_dim dup", || {
+        shape::broadcast_in_dim_shape(&[1, 1], &[2, 2], &[0, 0])
+    });
+    refuses("in_dim rank", || {
+        shape::broadcast_in_dim_shape(&[1, 1, 1], &[2, 2], &[0, 1, 2])
+    });
+    refuses("numpy overflow", || {
+        shape::numpy_shape(&[&[HUGE, 1], &[1, HUGE]])
+    });
+    refuses("numpy mismatch", || shape::numpy_shape(&[&[3], &[4]]));
+    refuses("paddle axis", || {
+        shape::paddle_shape(&[2, 3], &[3], isize::MIN)
+    });
+    refuses("paddle axis max", || {
+        shape::paddle_shape(&[2, 3], &[3], isize::MAX)
+    });
+    refuses("paddle overflow", || {
+        shape::paddle_shape(&[HUGE, 1], &[1, HUGE], 0)
+    });
+    refuses("select", || shape::select_shape(&[2], &[3], &[2]));
+    refuses("checked_size", || shape::checked_size(&[HUGE, 4]));
+}
+
+#[test]
+fn views_and_ops() {
+    let a = Array2::<f32>::ones((2, 3));
+    let v = Array1::<f32>::ones(3);
+    refuses("view overflow", || {
+        a.broadcast_in_dim(&[HUGE, 2, 3], &[1, 2]).map(|v| v.len())
+    });
+    refuses("view huge dims", || {
+        a.broadcast_in_dim(&[2, 3], &[usize::MAX, 0])
+            .map(|v| v.len())
+    });
+    refuses("leading overflow", || {
+        a.broadcast_leading(&[HUGE, HUGE]).map(|v| v.len())
+    });
+    refuses("rank promotion", || a.add_bcast(&v, &[]));
+    refuses("pow", || a.pow_bcast(&v, &[0]));
+    refuses("zip", || a.zip_bcast(&v, &[0, 1], |x, y| x * y));
+    refuses("compare", || a.ge_bcast(&v, &[5]));
+    let mut wrong = Array2::<f32>::zeros((3, 2));
+    refuses("into wrong shape", || {
+        a.add_bcast_into(&v, &[1], &mut wrong)
+    });
+    assert!(wrong.iter().all(|&x| x == 0.0));
+    let mut bools = Array2::from_elem((1, 1), false);
+    refuses("compare into", || a.eq_bcast_into(&v, &[1], &mut bools));
+    let mut small = Array1::<f32>::zeros(3);
+    refuses("assign grows", || small.add_assign_bcast(&a, &[1]));
+    refuses("select", || Array1::from_elem(2, true).select_bcast(&a, &a));
+    // A result too large to allocate, from zero-copy inputs: an error, not an abort.
+    let s = arr0(1.0f32);
+    let col = s.broadcast_in_dim(&[1 << 31, 1], &[]).unwrap();
+    let row = s.broadcast_in_dim(&[1, 1 << 31], &[]).unwrap();
+    refuses("allocation", || col.add_bcast(&row, &[]).map(|r| r.len()));
+    refuses("numpy allocation", || {
+        numpy::mul(&col, &row).map(|r| r.len())
+    });
+}
+
+#[test]
+fn rank_32() {
+    let shape = [1usize; 32];
+    let a = ArrayD::<i64>::ones(IxDyn(&shape));
+    let mut other = shape;
+    other[31] = 3;
+    let b = ArrayD::<i64>::ones(IxDyn(&other));
+    let r = a.add_bcast(&b, &[]).unwrap();
+    assert_eq!(r.shape(), &other);
+    assert_eq!(r.sum(), 6);
+    let mut bad = other;
+    bad[31] = 4;
+    refuses("rank 32 mismatch", || {
+        b.add_bcast(&ArrayD::<i64>::ones(IxDyn(&bad)), &[])
+    });
+    refuses("rank 32 to 2", || {
+        b.add_bcast(&Array1::<i64>::ones(4), &[31])
+    });
+    let v = a
+        .broadcast_in_dim(&other, &(0..32).collect::<Vec<_>>())
+        .unwrap();
+    assert_eq!(v.len(), 3);
+    assert_eq!(
+        r.reduce_in_dim(&shape, &(0..32).collect::<Vec<_>>())
+            .unwrap()
+            .sum(),
+        6
+    );
+}
+
+#[test]
+fn wrappers_and_adjoint() {
+    let a = Array2::<f64>::ones((2, 3));
+    refuses("numpy", || numpy::add(&a, &Array1::<f64>::ones(2)));
+    refuses("broadcast_to", || {
+        numpy::broadcast_to(&a, &[3]).map(|v| v.len())
+    });
+    refuses("broadcast_to shrink", || {
+        numpy::broadcast_to(&a, &[2, 1]).map(|v| v.len())
+    });
+    refuses("broadcast_arrays", || {
+        numpy::broadcast_arrays(&[&a, &Array2::<f64>::ones((3, 2))]).map(|v| v.len())
+    });
+    refuses("paddle", || {
+        paddle::elementwise_add(&a, &Array1::<f64>::ones(2), -1)
+    });
+    refuses("paddle generic", || {
+        paddle::elementwise(&a, &a, 7, |x: f64, y: f64| x + y)
+            .map(|_| ())
+            .and(Err::<(), _>(BroadcastError::ParseShape {
+                text: String::new(),
+                reason: String::new(),
+            }))
+    });
+    refuses("reduce shape", || a.reduce_in_dim(&[4], &[1]));
+    refuses("reduce dims", || a.reduce_in_dim(&[3], &[5]));
+    refuses("reduce huge", || a.reduce_in_dim(&[HUGE], &[1]));
+    let mut wrong = Array1::<f64>::zeros(5);
+    refuses("reduce into", || a.reduce_in_dim_into(&[1], &mut wrong));
+    refuses("grads", || {
+        reduce::unbroadcast_grads(&[2, 3], &[3], &[1], &Array1::<f64>::ones(3))
+    });
+    refuses("numpy grads", || {
+        numpy::unbroadcast_grads(&[2, 3], &[4], &a)
+    });
+    refuses("sum_to_shape", || numpy::sum_to_shape(&a, &[2, 2, 3]));
+    refuses("paddle grads", || {
+        paddle::unbroadcast_grads(&[2, 3], &[2], 5, &a)
+    });
+}
+
+#[test]
+fn layouts_buffers_and_indices() {
+    let l = Layout::row_major(2);
+    refuses("not a permutation", || Layout::new(vec![0, 0]));
+    refuses("out of range", || Layout::new(vec![5]));
+    refuses("rank mismatch", || l.strides(&[1, 2, 3]));
+    refuses("padded smaller", || {
+        l.clone()
+            .with_padding(vec![1, 1], PaddingValue::Zero)
+            .strides(&[2, 2])
+    });
+    refuses("padded length", || {
+        l.clone()
+            .with_padding(vec![1], PaddingValue::Zero)
+            .buffer_len(&[1, 1])
+    });
+    refuses("padded overflow", || {
+        l.clone()
+            .with_padding(vec![HUGE, HUGE], PaddingValue::Zero)
+            .buffer_len(&[1, 1])
+    });
+    refuses("empty buffer", || {
+        layout::view::<u8>(&[], &[2, 2], &l).map(|v| v.len())
+    });
+    refuses("short buffer", || {
+        layout::view_mut(&mut [0u8; 3], &[2, 2], &l).map(|v| v.len())
+    });
+    refuses("overflow dims", || {
+        layout::view(&[0u8; 4], &[HUGE, 4], &l).map(|v| v.len())
+    });
+    refuses("from_buffer", || {
+        layout::from_buffer(&[0u8; 3], &[2, 2], &l)
+    });
+    refuses("to_buffer rank", || {
+        layout::to_buffer(&Array1::<f32>::ones(3), &l)
+    });
+    // A padded layout too large to allocate for a small array.
+    let padded = l
+        .clone()
+        .with_padding(vec![1 << 31, 1 << 31], PaddingValue::Zero);
+    refuses("to_buffer allocation", || {
+        layout::to_buffer(&Array2::<f32>::ones((1, 1)), &padded)
+    });
+    refuses("linear", || linear_index(&[2, 2], &l, &[2, 0]));
+    refuses("linear rank", || linear_index(&[2, 2], &l, &[0, 0, 0]));
+    refuses("multi", || multi_index(&[2, 2], &l, usize::MAX));
+    refuses("multi padding", || {
+        multi_index(
+            &[1, 1],
+            &l.clone().with_padding(vec![2, 2], PaddingValue::One),
+            1,
+        )
+    });
+    refuses("dimension_stride", || {
+        l.dimension_stride(&[2, 2], usize::MAX)
+    });
+    refuses("normalize", || normalize_dim(isize::MIN, 5));
+    assert_eq!(
+        normalize_dim(isize::MIN, usize::MAX).unwrap(),
+        usize::MAX - (1usize << 63)
+    );
+    refuses("normalize", || normalize_dim(0, 0));
+    refuses("parse", || "f32[18446744073709551616]".parse::<Shape>());
+    refuses("parse", || "".parse::<Shape>());
+    assert!(!catch_unwind(|| bump_indices(&[2, 2], &mut [9, 9, 9])).unwrap());
+}
