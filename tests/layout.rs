@@ -256,3 +256,47 @@ proptest! {
         }
     }
 }
+
+/// All permutations of `0..n`.
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![vec![]];
+    }
+    let mut out = vec![];
+    for p in permutations(n - 1) {
+        for i in 0..=p.len() {
+            let mut q = p.clone();
+            q.insert(i, n - 1);
+            out.push(q);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_permutation_layout_round_trips() {
+    for rank in 0..=5usize {
+        // Sizes 2..=4 (distinct where possible) so that no dim is degenerate.
+        let dims: Vec<usize> = (0..rank).map(|d| 2 + (d * 2) % 3).collect();
+        let n: usize = dims.iter().product();
+        let x = ArrayD::from_shape_vec(IxDyn(&dims), (0..n as u16).collect()).unwrap();
+        let perms = permutations(rank);
+        assert_eq!(perms.len(), (1..=rank).product::<usize>());
+        for m2m in perms {
+            let l = Layout::new(m2m).unwrap();
+            let buf = to_buffer(&x, &l).unwrap();
+            let v = layout::view(&buf, &dims, &l).unwrap();
+            assert_eq!(v, x, "{l}");
+            assert_eq!(layout_of(&v), Some(l.clone()), "{l}");
+            let mut idx = vec![0; rank];
+            loop {
+                let lin = linear_index(&dims, &l, &idx).unwrap();
+                assert_eq!(multi_index(&dims, &l, lin).unwrap(), idx);
+                assert_eq!(buf[lin], x[idx.as_slice()]);
+                if !bump_indices(&dims, &mut idx) {
+                    break;
+                }
+            }
+        }
+    }
+}

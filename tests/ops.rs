@@ -240,8 +240,8 @@ fn xla_integer_semantics_every_type() {
             assert_eq!(a.rem_bcast(&b, &[]).unwrap()[2], 7);
         )*};
     }
-    signed!(i8, i16, i32, i64);
-    unsigned!(u8, u16, u32, u64);
+    signed!(i8, i16, i32, i64, isize);
+    unsigned!(u8, u16, u32, u64, usize);
 }
 
 #[test]
