@@ -12,7 +12,7 @@ use crate::element::XlaElement;
 use crate::engine;
 use crate::engine::Src;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, select_shape, BinaryPlan};
+use crate::shape::{binary_plan, select_shape, Dims};
 use crate::view::broadcast_in_dim_view;
 
 /// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
@@ -89,16 +89,24 @@ impl<A, D: Dimension> BroadcastInDim<A, D> for ArrayRef<A, D> {
     }
 }
 
-/// Both operands of a binary op as engine inputs at the output shape of `plan`.
-fn placed<'a, 'b, A, B, D: Dimension, E: Dimension>(
+/// The output shape of a binary op and both operands as engine inputs at that shape.
+#[allow(clippy::type_complexity)]
+fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
+    op: &'static str,
     lhs: &'a ArrayRef<A, D>,
     rhs: &'b ArrayRef<B, E>,
-    plan: &BinaryPlan,
-) -> (Src<'a, A>, Src<'b, B>) {
-    (
-        Src::placed(lhs, &plan.out, &plan.lhs_dims),
-        Src::placed(rhs, &plan.out, &plan.rhs_dims),
-    )
+    dims: &[usize],
+) -> Result<(Dims, Src<'a, A>, Src<'b, B>)> {
+    // Equal shapes (the most common case) need no rule beyond the dims check: skip planning.
+    let identity =
+        dims.is_empty() || (dims.len() == lhs.ndim() && dims.iter().copied().eq(0..dims.len()));
+    if identity && lhs.shape() == rhs.shape() {
+        return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
+    }
+    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
+    let l = Src::placed(lhs, &plan.out, &plan.lhs_dims);
+    let r = Src::placed(rhs, &plan.out, &plan.rhs_dims);
+    Ok((plan.out, l, r))
 }
 
 /// The output dimension, of the type the caller's types promise, for a result of `shape`.
@@ -156,10 +164,8 @@ where
     D: Dimension + DimMax<E>,
     E: Dimension,
 {
-    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
-    let (l, r) = placed(lhs, rhs, &plan);
-    let dim = out_dim(op, &plan.out)?;
-    engine::fresh(op, dim, |out| engine::zip(out, &l, &r, &f))
+    let (shape, l, r) = operands(op, lhs, rhs, dims)?;
+    engine::fresh(op, out_dim(op, &shape)?, |out| engine::zip(out, &l, &r, &f))
 }
 
 /// `f` over every element into a fresh array of the same shape and dimension type.
@@ -193,9 +199,8 @@ where
     E: Dimension,
     O: Dimension,
 {
-    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
-    check_out(op, &plan.out, out.shape())?;
-    let (l, r) = placed(lhs, rhs, &plan);
+    let (shape, l, r) = operands(op, lhs, rhs, dims)?;
+    check_out(op, &shape, out.shape())?;
     engine::zip(out, &l, &r, &f);
     Ok(())
 }

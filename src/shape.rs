@@ -105,6 +105,16 @@ pub fn degenerate_shape(lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
     binary_plan("degenerate", lhs, rhs, &[]).map(|p| p.out.to_vec())
 }
 
+/// `[0, 1, ..., n - 1]`, without building it element by element for the usual ranks.
+pub(crate) fn iota(n: usize) -> Dims {
+    const IOTA: [usize; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+    if n <= IOTA.len() {
+        Dims::from_slice(&IOTA[..n])
+    } else {
+        (0..n).collect()
+    }
+}
+
 pub(crate) fn binary_plan(
     op: &'static str,
     lhs: &[usize],
@@ -113,7 +123,7 @@ pub(crate) fn binary_plan(
 ) -> Result<BinaryPlan> {
     let boxed = |s: &[usize]| -> Box<[usize]> { s.into() };
     let err_ctx = || (op, boxed(lhs), boxed(rhs), boxed(dims));
-    let identity = |n: usize| (0..n).collect::<Dims>();
+    let identity = iota;
 
     if lhs.len() == rhs.len() {
         if !dims.is_empty() && dims.iter().copied().ne(0..lhs.len()) {
