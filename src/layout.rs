@@ -172,21 +172,44 @@ impl Layout {
     }
 
     /// The rank this layout is for.
+    ///
+    /// ```
+    /// use xla_bcast::layout::Layout;
+    /// assert_eq!(Layout::col_major(3).rank(), 3);
+    /// ```
     pub fn rank(&self) -> usize {
         self.minor_to_major.len()
     }
 
     /// The dims from fastest- to slowest-varying.
+    ///
+    /// ```
+    /// use xla_bcast::layout::Layout;
+    /// assert_eq!(Layout::from_major_to_minor(&[2, 0, 1]).unwrap().minor_to_major(), &[1, 0, 2]);
+    /// ```
     pub fn minor_to_major(&self) -> &[usize] {
         &self.minor_to_major
     }
 
     /// The padded extents, if the layout pads.
+    ///
+    /// ```
+    /// use xla_bcast::layout::{Layout, PaddingValue};
+    /// assert_eq!(Layout::row_major(1).padded_dimensions(), None);
+    /// let l = Layout::row_major(1).with_padding(vec![8], PaddingValue::One);
+    /// assert_eq!(l.padded_dimensions(), Some(&[8][..]));
+    /// ```
     pub fn padded_dimensions(&self) -> Option<&[usize]> {
         self.padded_dimensions.as_deref()
     }
 
     /// What fills the padding.
+    ///
+    /// ```
+    /// use xla_bcast::layout::{Layout, PaddingValue};
+    /// let l = Layout::row_major(1).with_padding(vec![8], PaddingValue::Lowest);
+    /// assert_eq!(l.padding_value(), PaddingValue::Lowest);
+    /// ```
     pub fn padding_value(&self) -> PaddingValue {
         self.padding_value
     }
@@ -573,6 +596,13 @@ pub fn layout_of<A, D: Dimension>(array: &ArrayRef<A, D>) -> Option<Layout> {
 }
 
 /// An XLA primitive element type, as written in XLA's shape notation.
+///
+/// ```
+/// use xla_bcast::layout::{ElementType, Shape};
+/// let s: Shape = "bf16[4]".parse().unwrap();
+/// assert_eq!(s.element_type, ElementType::Bf16);
+/// assert_eq!(ElementType::Pred.to_string(), "pred");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum ElementType {

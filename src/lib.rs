@@ -59,6 +59,7 @@ pub use engine::parallel::{
     parallelism, set_parallelism, with_parallelism, Parallelism, PARALLEL_THRESHOLD,
 };
 pub use error::BroadcastError;
+pub use reduce::unbroadcast_grads;
 
 /// Everything a user needs: `use xla_bcast::prelude::*;`.
 pub mod prelude {

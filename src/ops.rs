@@ -17,6 +17,15 @@ use crate::view::broadcast_in_dim_view;
 
 /// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
 /// (`Ix2` with `Ix1` gives `Ix2`, anything with `IxDyn` gives `IxDyn`).
+///
+/// ```
+/// use ndarray::{array, Array, Ix1, Ix2};
+/// use xla_bcast::ops::DimMaxOf;
+/// use xla_bcast::prelude::*;
+///
+/// let r: Array<i32, DimMaxOf<Ix2, Ix1>> = array![[1, 2]].add_bcast(&array![3, 4], &[1]).unwrap();
+/// assert_eq!(r, array![[4, 6]]);
+/// ```
 pub type DimMaxOf<D, E> = <D as DimMax<E>>::Output;
 
 /// Zero-copy broadcast views, on every ndarray array and view.

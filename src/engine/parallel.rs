@@ -32,6 +32,10 @@ pub enum Parallelism {
 
 /// Operations with fewer elements than this run serially: below it Rayon's hand-off costs more
 /// than the second core gives back.
+///
+/// ```
+/// assert_eq!(xla_bcast::PARALLEL_THRESHOLD, 1 << 16);
+/// ```
 pub const PARALLEL_THRESHOLD: usize = 1 << 16;
 
 // 0 = Auto, 1 = Serial, n + 1 = Threads(n).
