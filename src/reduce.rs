@@ -231,6 +231,8 @@ impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
     }
 }
 
+/// The fresh form of [`reduce_checked`]: checks before allocating (the operand shape may be
+/// absurd), and the allocation already holds the identity.
 pub(crate) fn reduce_fresh<A, D>(
     op: &'static str,
     src: &ArrayRef<A, D>,
@@ -243,10 +245,15 @@ where
     A: Clone + Send + Sync,
     D: Dimension,
 {
-    // Check before allocating: the operand shape may be absurd.
     in_dim_check(op, operand_shape, src.shape(), dims)?;
     let mut out = Array::from_elem(IxDyn(operand_shape), identity.clone());
-    reduce_checked(op, src, dims, identity, &f, &mut out)?;
+    engine::reduce(
+        &mut out,
+        &operand_dim_of(src.ndim(), dims),
+        src,
+        &identity,
+        &f,
+    );
     Ok(out)
 }
 
