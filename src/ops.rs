@@ -112,6 +112,24 @@ fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
     if identity && lhs.shape() == rhs.shape() {
         return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
     }
+    // Degenerate broadcasting between equal ranks is decided dim by dim: no planning either.
+    // Incompatible shapes go on to the full rule, which builds the error.
+    if identity && lhs.ndim() == rhs.ndim() {
+        let mut out = Dims::from_slice(lhs.shape());
+        let mut compatible = true;
+        for (o, &r) in out.iter_mut().zip(rhs.shape()) {
+            match (*o, r) {
+                _ if *o == r => {}
+                (1, _) => *o = r,
+                (_, 1) => {}
+                _ => compatible = false,
+            }
+        }
+        if compatible {
+            let (l, r) = (Src::degenerate(lhs, &out), Src::degenerate(rhs, &out));
+            return Ok((out, l, r));
+        }
+    }
     let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
     let l = Src::placed(lhs, &plan.out, &plan.lhs_dims);
     let r = Src::placed(rhs, &plan.out, &plan.rhs_dims);
@@ -228,9 +246,9 @@ where
     D: Dimension,
     E: Dimension,
 {
-    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
-    check_out(op, &plan.out, lhs.shape())?;
-    engine::update(lhs, &Src::placed(rhs, &plan.out, &plan.rhs_dims), &f);
+    let (shape, _, r) = operands(op, &*lhs, rhs, dims)?;
+    check_out(op, &shape, lhs.shape())?;
+    engine::update(lhs, &r, &f);
     Ok(())
 }
 

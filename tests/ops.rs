@@ -5,6 +5,7 @@ use ndarray::{
     arr0, array, s, ArcArray, Array, Array1, Array2, Array3, ArrayD, ArrayView2, CowArray, Ix2,
     Ix3, IxDyn, ShapeBuilder,
 };
+use xla_bcast::layout::{self, Layout};
 use xla_bcast::prelude::*;
 
 #[test]
@@ -289,4 +290,81 @@ fn empty_arrays() {
         .add_bcast(&Array2::zeros((4, 0)), &[])
         .unwrap();
     assert_eq!(r.shape(), &[4, 0]);
+}
+
+/// Operands read across their rows at sizes that take the engine's tiled walk (tiles of 256,
+/// with edge strips), for every plain element size and for a type that is not plain: each result
+/// is checked element by element against indexing.
+#[test]
+fn transposed_operands_in_tiled_walks() {
+    let (m, n) = (520, 300);
+    // Logical (m, n) views whose rows are columns of their storage.
+    let base = Array2::from_shape_fn((n, m), |(i, j)| (i * 7 + j * 3) as i64 % 1000);
+    let wide = Array2::from_shape_fn((n, 2 * m), |(i, j)| (i * 5 + j) as i64 % 1000);
+    let plain = base.t(); // strides (1, m)
+    let reversed = base.slice(s![..;-1, ..]).reversed_axes(); // strides (1, -m)
+    let stepped = wide.slice(s![.., ..;2]).reversed_axes(); // strides (2, 2m): gathered, not staged
+    let rows = Array2::from_shape_fn((m, n), |(i, j)| (i * 11 + j) as i64 % 1000);
+    let check = |x: ArrayView2<i64>| {
+        let want = Array2::from_shape_fn((m, n), |(i, j)| x[[i, j]] - rows[[i, j]]);
+        assert_eq!(x.sub_bcast(&rows, &[]).unwrap(), want);
+        // The transposed operand on the right, and on both sides.
+        let want = Array2::from_shape_fn((m, n), |(i, j)| rows[[i, j]] - x[[i, j]]);
+        assert_eq!(rows.sub_bcast(&x, &[]).unwrap(), want);
+        let want = x.mapv(|v| v * v);
+        assert_eq!(x.mul_bcast(&x, &[]).unwrap(), want);
+        // Broadcast along a new leading dim: the tiles sit under a head dim.
+        let x3 = x.broadcast_in_dim(&[2, m, n], &[1, 2]).unwrap();
+        let want = Array3::from_shape_fn((2, m, n), |(k, i, j)| x[[i, j]] + k as i64);
+        let k = array![0i64, 1];
+        assert_eq!(x3.add_bcast(&k, &[0]).unwrap(), want.into_dyn());
+    };
+    check(plain);
+    check(reversed.view());
+    check(stepped.view());
+
+    // Every plain size: u8, i16, f32, f64, and bool predicates; map (relayout) and in place.
+    let cast = |f: fn(i64) -> f64| plain.mapv(f);
+    let u = plain.mapv(|v| v as u8);
+    assert_eq!(
+        u.max_bcast(&rows.mapv(|v| v as u8), &[]).unwrap(),
+        Array2::from_shape_fn((m, n), |(i, j)| u[[i, j]].max(rows[[i, j]] as u8))
+    );
+    let h = plain.mapv(|v| v as i16);
+    assert_eq!(h.add_bcast(&arr0(1i16), &[]).unwrap(), h.mapv(|v| v + 1));
+    let f = plain.mapv(|v| v as f32);
+    let mut acc = Array2::<f32>::ones((m, n));
+    acc.mul_assign_bcast(&f, &[]).unwrap();
+    assert_eq!(acc, f);
+    let d = cast(|v| v as f64 * 0.5);
+    let mut into = Array2::<f64>::zeros((m, n));
+    d.div_bcast_into(&arr0(2.0), &[], &mut into).unwrap();
+    assert_eq!(into, d.mapv(|v| v / 2.0));
+    let pred = plain.mapv(|v| v % 3 == 0);
+    let r = pred.select_bcast(&d, &arr0(-1.0)).unwrap();
+    assert_eq!(
+        r,
+        Array2::from_shape_fn((m, n), |(i, j)| if pred[[i, j]] { d[[i, j]] } else { -1.0 })
+    );
+    // `mapv` kept the transposed memory order; relayout a row-major copy to column-major.
+    assert_eq!(d.strides(), &[1, m as isize]);
+    let c = d.as_standard_layout();
+    let col_major = layout::to_buffer(&c, &Layout::col_major(2)).unwrap();
+    assert_eq!(col_major, d.t().iter().copied().collect::<Vec<_>>());
+    let back = layout::from_buffer(&col_major, &[m, n], &Layout::col_major(2)).unwrap();
+    assert!(back.is_standard_layout());
+    assert_eq!(back, c.into_dyn());
+
+    // Not plain: the walk reads it in place instead of staging it.
+    let names = plain.mapv(|v| v.to_string());
+    let r = names
+        .zip_bcast(&rows, &[0, 1], |s, v| format!("{s}:{v}"))
+        .unwrap();
+    assert_eq!(
+        r[[m - 1, n - 1]],
+        format!("{}:{}", plain[[m - 1, n - 1]], rows[[m - 1, n - 1]])
+    );
+    assert!(r
+        .indexed_iter()
+        .all(|((i, j), s)| *s == format!("{}:{}", plain[[i, j]], rows[[i, j]])));
 }

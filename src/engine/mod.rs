@@ -11,6 +11,7 @@ mod alloc;
 mod kernel;
 pub(crate) mod parallel;
 mod plan;
+mod transpose;
 
 use std::mem::MaybeUninit;
 
@@ -76,6 +77,23 @@ impl<'a, T> Src<'a, T> {
         }
     }
 
+    /// `a` broadcast to `out_shape` of the same rank, where every dim of `a` is 1 or the
+    /// output's (degenerate broadcasting, which a shape rule accepted).
+    pub fn degenerate<D: Dimension>(a: &'a ArrayRef<T, D>, out_shape: &[usize]) -> Self {
+        debug_assert!(crate::shape::degenerate_shape(a.shape(), out_shape).is_ok());
+        let mut strides = SmallVec::from_slice(a.strides());
+        for ((s, &n), &m) in strides.iter_mut().zip(a.shape()).zip(out_shape) {
+            if n != m {
+                *s = 0;
+            }
+        }
+        Src {
+            ptr: a.as_ptr(),
+            strides,
+            _borrow: PhantomData,
+        }
+    }
+
     /// `a` placed into `out_shape` by `broadcast_in_dim` dims that a shape rule accepted.
     pub fn placed<D: Dimension>(
         a: &'a ArrayRef<T, D>,
@@ -91,15 +109,51 @@ impl<'a, T> Src<'a, T> {
     }
 }
 
+/// An operand of a walk, untyped: its element 0, its element size, and whether its values are
+/// plain bits that a transposing walk may stage (see [`transpose`]).
+#[derive(Clone, Copy)]
+struct Operand {
+    ptr: SyncPtr<u8>,
+    size: usize,
+    plain: bool,
+}
+
+impl Operand {
+    /// An operand read through `ptr`.
+    fn input<T>(ptr: SyncPtr<T>) -> Self {
+        Operand {
+            ptr: SyncPtr(ptr.0.cast()),
+            size: std::mem::size_of::<T>(),
+            plain: transpose::plain_size::<T>().is_some(),
+        }
+    }
+
+    /// The operand written through `ptr` (never staged).
+    fn output<T>(ptr: SyncPtr<T>) -> Self {
+        Operand {
+            plain: false,
+            ..Operand::input(ptr)
+        }
+    }
+
+    /// # Safety
+    /// `off` is the element offset of an element of this operand's array.
+    #[inline(always)]
+    unsafe fn at(self, off: isize) -> *mut u8 {
+        self.ptr.0.offset(off * self.size as isize)
+    }
+}
+
 /// Walks `shape` over `N` operands with the given strides (operand 0 is written), calling
-/// `kernel(offsets, block)` for each block of runs, split across threads when large.
+/// `kernel(pointers, block)` for each block of runs, split across threads when large.
 fn run<const N: usize>(
     shape: &[usize],
     strides: [&[isize]; N],
-    kernel: &(impl Fn([isize; N], Block<N>) + Sync),
+    operands: [Operand; N],
+    kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
 ) {
     if let Some(block) = small_block(shape, &strides) {
-        return kernel([0; N], block);
+        return kernel(operands.map(|o| o.ptr.0), block);
     }
     let plan = Plan::new(shape, strides, std::array::from_fn(|k| k));
     let pieces = pieces(plan.len);
@@ -107,8 +161,10 @@ fn run<const N: usize>(
         let inner = plan.inner_strides();
         split(plan.len, pieces, 64, &|range| {
             plan.for_each_block(range, |offs, n, rows, step| {
+                // SAFETY: the plan yields offsets of elements of each operand.
+                let ptrs = std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) });
                 kernel(
-                    offs,
+                    ptrs,
                     Block {
                         n,
                         inner,
@@ -120,9 +176,62 @@ fn run<const N: usize>(
         });
     };
     match plan.tiled() {
-        Some(tiles) => tiles.iter().for_each(walk),
+        Some(tiles) => {
+            run_tiles(&tiles[0], operands, pieces, kernel);
+            tiles[1..].iter().for_each(walk);
+        }
         None => walk(&plan),
     }
+}
+
+/// Walks the whole tiles of a transposing plan ([`Plan::tiled`]'s first part), one tile per
+/// block. Each input that is read across its rows and holds plain values is first copied,
+/// transposed, into a per-thread buffer, so the kernel reads it with unit stride.
+fn run_tiles<const N: usize>(
+    plan: &Plan<N>,
+    operands: [Operand; N],
+    pieces: usize,
+    kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
+) {
+    const TILE_LEN: usize = plan::TILE * plan::TILE;
+    let d = plan.dims.len();
+    let (inner, across) = (plan.strides[d - 1], plan.strides[d - 2]);
+    let staged: [bool; N] = std::array::from_fn(|k| {
+        k > 0 && operands[k].plain && across[k] == 1 && inner[k].unsigned_abs() >= plan::TILE
+    });
+    split(plan.len / TILE_LEN, pieces, 1, &|tiles| {
+        // In u64 words, so every plain element is aligned.
+        let mut buffers: [Vec<u64>; N] = std::array::from_fn(|k| match staged[k] {
+            true => vec![0; (TILE_LEN * operands[k].size).div_ceil(8)],
+            false => Vec::new(),
+        });
+        let range = tiles.start * TILE_LEN..tiles.end * TILE_LEN;
+        plan.for_each_block(range, |offs, n, rows, step| {
+            // A range of whole tiles comes as one block per tile.
+            debug_assert_eq!((n, rows), (plan::TILE, plan::TILE));
+            // SAFETY: the plan yields offsets of elements of each operand.
+            let mut ptrs: [*mut u8; N] =
+                std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) });
+            let mut block = Block {
+                n,
+                inner,
+                rows,
+                step,
+            };
+            for k in (0..N).filter(|&k| staged[k]) {
+                let buffer = buffers[k].as_mut_ptr().cast::<u8>();
+                // SAFETY: the tile's elements of operand `k` are at `ptrs[k] + c * inner[k] + r`
+                // (r, c < TILE; its stride across rows is 1), all inside its array; the buffer
+                // holds a tile of its elements, aligned (plain sizes are at most 8), and is
+                // this thread's own.
+                unsafe { transpose::transpose_tile(ptrs[k], inner[k], buffer, operands[k].size) };
+                ptrs[k] = buffer;
+                block.inner[k] = 1;
+                block.step[k] = plan::TILE as isize;
+            }
+            kernel(ptrs, block)
+        })
+    });
 }
 
 /// A small walk (serial, below [`parallel::PARALLEL_THRESHOLD`]) as one block, when its dims
@@ -188,13 +297,21 @@ pub(crate) fn map<S, A, C, D>(
     D: Dimension,
 {
     same_rank(out.shape(), a);
-    let (po, pa) = (SyncPtr(out.as_mut_ptr()), SyncPtr::src(a));
-    run(out.shape(), [out.strides(), &a.strides], &|o, blk| {
-        // SAFETY: the plan yields offsets of elements of each operand (a `Src` reads inside its
-        // array at every index of the output shape); `out` is a unique (non-overlapping)
-        // mutable array and each run goes to one thread.
-        unsafe { kernel::map_block(po.at(o[0]), pa.at(o[1]), blk, f) }
-    });
+    let operands = [
+        Operand::output(SyncPtr(out.as_mut_ptr())),
+        Operand::input(SyncPtr::src(a)),
+    ];
+    run(
+        out.shape(),
+        [out.strides(), &a.strides],
+        operands,
+        &|p, blk| {
+            // SAFETY: the walk hands out pointers to elements of each operand (a `Src` reads inside
+            // its array at every index of the output shape) or to staged copies of them; `out` is a
+            // unique (non-overlapping) mutable array and each run goes to one thread.
+            unsafe { kernel::map_block(p[0].cast::<S>(), p[1].cast_const().cast(), blk, f) }
+        },
+    );
 }
 
 /// `out[i] = f(a[i], b[i])`.
@@ -211,15 +328,19 @@ pub(crate) fn zip<S, A, B, C, D>(
 {
     same_rank(out.shape(), a);
     same_rank(out.shape(), b);
-    let (po, pa, pb) = (SyncPtr(out.as_mut_ptr()), SyncPtr::src(a), SyncPtr::src(b));
-    run(
-        out.shape(),
-        [out.strides(), &a.strides, &b.strides],
-        &|o, blk| {
-            // SAFETY: as in `map`.
-            unsafe { kernel::zip_block(po.at(o[0]), pa.at(o[1]), pb.at(o[2]), blk, f) }
-        },
-    );
+    let operands = [
+        Operand::output(SyncPtr(out.as_mut_ptr())),
+        Operand::input(SyncPtr::src(a)),
+        Operand::input(SyncPtr::src(b)),
+    ];
+    let strides = [out.strides(), &a.strides[..], &b.strides];
+    run(out.shape(), strides, operands, &|p, blk| {
+        // SAFETY: as in `map`.
+        unsafe {
+            let (a, b) = (p[1].cast_const().cast(), p[2].cast_const().cast());
+            kernel::zip_block(p[0].cast::<S>(), a, b, blk, f)
+        }
+    });
 }
 
 /// `out[i] = f(a[i], b[i], c[i])`.
@@ -239,12 +360,19 @@ pub(crate) fn zip3<S, A, B, C, R, D>(
     same_rank(out.shape(), a);
     same_rank(out.shape(), b);
     same_rank(out.shape(), c);
-    let po = SyncPtr(out.as_mut_ptr());
-    let (pa, pb, pc) = (SyncPtr::src(a), SyncPtr::src(b), SyncPtr::src(c));
+    let operands = [
+        Operand::output(SyncPtr(out.as_mut_ptr())),
+        Operand::input(SyncPtr::src(a)),
+        Operand::input(SyncPtr::src(b)),
+        Operand::input(SyncPtr::src(c)),
+    ];
     let strides = [out.strides(), &a.strides[..], &b.strides, &c.strides];
-    run(out.shape(), strides, &|o, blk| {
+    run(out.shape(), strides, operands, &|p, blk| {
         // SAFETY: as in `map`.
-        unsafe { kernel::zip3_block(po.at(o[0]), pa.at(o[1]), pb.at(o[2]), pc.at(o[3]), blk, f) }
+        unsafe {
+            let (a, b) = (p[1].cast_const().cast(), p[2].cast_const().cast());
+            kernel::zip3_block(p[0].cast::<S>(), a, b, p[3].cast_const().cast(), blk, f)
+        }
     });
 }
 
@@ -259,11 +387,19 @@ pub(crate) fn update<A, B, D>(
     D: Dimension,
 {
     same_rank(out.shape(), b);
-    let (po, pb) = (SyncPtr(out.as_mut_ptr()), SyncPtr::src(b));
-    run(out.shape(), [out.strides(), &b.strides], &|o, blk| {
-        // SAFETY: as in `map`; `out` and `b` cannot overlap since `out` is borrowed mutably.
-        unsafe { kernel::update_block(po.at(o[0]), pb.at(o[1]), blk, f) }
-    });
+    let operands = [
+        Operand::output(SyncPtr(out.as_mut_ptr())),
+        Operand::input(SyncPtr::src(b)),
+    ];
+    run(
+        out.shape(),
+        [out.strides(), &b.strides],
+        operands,
+        &|p, blk| {
+            // SAFETY: as in `map`; `out` and `b` cannot overlap since `out` is borrowed mutably.
+            unsafe { kernel::update_block(p[0].cast(), p[1].cast_const().cast(), blk, f) }
+        },
+    );
 }
 
 /// A fresh output of shape `dim` in standard layout, filled by `fill` (which must write every

@@ -26,7 +26,7 @@ pub(crate) struct Plan<const N: usize> {
 }
 
 /// The tile edge, in elements, of a transposing walk (see [`Plan::tiled`]).
-const TILE: usize = 256;
+pub(super) const TILE: usize = 256;
 
 impl<const N: usize> Plan<N> {
     /// Plans a walk over `shape`; `strides[k]` are operand `k`'s strides at that shape and
