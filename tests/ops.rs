@@ -323,6 +323,13 @@ fn transposed_operands_in_tiled_walks() {
     check(reversed.view());
     check(stepped.view());
 
+    // Rank 3 with reversed axes: the operand's unit-stride dim is the outermost one.
+    let x = Array3::from_shape_fn((270, 3, 260), |(i, j, k)| (i * 31 + j * 7 + k) as f32);
+    let xp = x.view().permuted_axes([2, 1, 0]);
+    let z = Array3::from_shape_fn((260, 3, 270), |(i, j, k)| (i + j * 1000 + k * 3) as f32);
+    let want = Array3::from_shape_fn((260, 3, 270), |(i, j, k)| xp[[i, j, k]] - z[[i, j, k]]);
+    assert_eq!(xp.sub_bcast(&z, &[]).unwrap(), want);
+
     // Every plain size: u8, i16, f32, f64, and bool predicates; map (relayout) and in place.
     let cast = |f: fn(i64) -> f64| plain.mapv(f);
     let u = plain.mapv(|v| v as u8);

@@ -3,7 +3,9 @@
 //! ```text
 //! operands seen at the output shape (broadcast views, stride 0 where broadcast)
 //!   -> Plan    drop size-1 dims, order dims by the written array's strides, merge contiguous dims
-//!   -> split   serial below PARALLEL_THRESHOLD, else contiguous ranges over Rayon
+//!   -> tiles   a walk that reads an operand across its rows goes tile by tile, each tile of
+//!              such an operand copied transposed into a buffer first (plain element types)
+//!   -> split   serial below PARALLEL_THRESHOLD, else contiguous ranges (or whole tiles) over Rayon
 //!   -> kernel  per run of the inner loop: slices for unit strides, a scalar for stride 0
 //! ```
 

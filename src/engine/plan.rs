@@ -77,25 +77,34 @@ impl<const N: usize> Plan<N> {
     }
 
     /// The same walk cut into square tiles when an operand runs across the inner loop with a
-    /// large stride but along the next loop with unit stride (a transpose): walking a tile reuses
-    /// the cache lines and pages such an operand touches. Returns the tiled part and the edge
-    /// strips, or `None` when tiling does not apply. Elementwise results do not depend on the
-    /// order of the walk, so the tiled plans compute exactly what the plain one does.
+    /// large stride but along another loop with unit stride (a transpose): walking a tile reuses
+    /// the cache lines and pages such an operand touches. That other loop is moved next to the
+    /// inner one (a permutation of rank 3 or more can put it further out). Returns the tiled
+    /// part and the edge strips, or `None` when tiling does not apply. Elementwise results do
+    /// not depend on the order of the walk, so the tiled plans compute exactly what the plain
+    /// one does.
     pub fn tiled(&self) -> Option<Vec<Plan<N>>> {
         let k = self.dims.len();
-        if k < 2 {
+        if k < 2 || self.dims[k - 1] < TILE {
             return None;
         }
+        let si = self.strides[k - 1];
+        let along = (0..k - 1).rev().find(|&d| {
+            self.dims[d] >= TILE
+                && (0..N).any(|j| self.strides[d][j].abs() == 1 && si[j].unsigned_abs() >= TILE)
+        })?;
+        let (mut dims, mut strides) = (self.dims.clone(), self.strides.clone());
+        let n = dims.remove(along);
+        dims.insert(k - 2, n);
+        let s = strides.remove(along);
+        strides.insert(k - 2, s);
+
         let (outer, inner) = (k - 2, k - 1);
-        let (rows, cols) = (self.dims[outer], self.dims[inner]);
-        let (so, si) = (self.strides[outer], self.strides[inner]);
-        let transposes = (0..N).any(|j| so[j].abs() == 1 && si[j].unsigned_abs() >= TILE);
-        if !transposes || rows < TILE || cols < TILE {
-            return None;
-        }
+        let (rows, cols) = (dims[outer], dims[inner]);
+        let (so, si) = (strides[outer], strides[inner]);
         let (r0, c0) = (rows / TILE * TILE, cols / TILE * TILE);
-        let head = &self.dims[..outer];
-        let head_strides = &self.strides[..outer];
+        let head = &dims[..outer];
+        let head_strides = &strides[..outer];
         let part = |dims: Nest<usize>, strides: Nest<[isize; N]>, shift: [isize; N]| Plan {
             len: dims.iter().product(),
             dims,
@@ -249,27 +258,47 @@ mod tests {
         assert_eq!(seen, vec![(2, 2), (10, 4), (20, 3)]);
     }
 
-    #[test]
-    fn tiles_cover_every_element_once() {
-        // A transpose with edges: out row-major, input column-major.
-        let (r, c) = (2 * TILE + 6, TILE + 13);
-        let (ri, ci) = (r as isize, c as isize);
-        let p = Plan::<2>::new(&[r, c], [&[ci, 1], &[1, ri]], [0, 1]);
-        let tiles = p.tiled().expect("a transpose tiles");
-        assert_eq!(tiles.len(), 3);
-        assert_eq!(tiles.iter().map(|t| t.len).sum::<usize>(), r * c);
-        let mut seen = vec![0u8; r * c];
+    /// Walks the tiles of a plan over `shape` for a standard-layout output and an input with
+    /// strides `input`, checking that every output element comes once, with its input element.
+    fn check_tiles(shape: &[usize], input: &[isize]) -> usize {
+        let out: Vec<isize> = (0..shape.len())
+            .map(|d| shape[d + 1..].iter().product::<usize>() as isize)
+            .collect();
+        let len: usize = shape.iter().product();
+        let tiles = Plan::<2>::new(shape, [&out, input], [0, 1])
+            .tiled()
+            .expect("a transpose tiles");
+        assert_eq!(tiles.iter().map(|t| t.len).sum::<usize>(), len);
+        let mut seen = vec![0u8; len];
         for t in &tiles {
+            let inner = t.inner_strides();
             t.for_each_run(0..t.len, |o, n| {
                 for i in 0..n as isize {
-                    let (out, inp) = (o[0] + i, o[1] + ri * i);
-                    assert_eq!((out / ci, out % ci), (inp % ri, inp / ri));
-                    seen[out as usize] += 1;
+                    let (at, read) = (o[0] + i * inner[0], o[1] + i * inner[1]);
+                    let want: isize = (0..shape.len())
+                        .map(|d| (at / out[d]) % shape[d] as isize * input[d])
+                        .sum();
+                    assert_eq!(read, want);
+                    seen[at as usize] += 1;
                 }
             });
         }
         assert!(seen.iter().all(|&c| c == 1));
-        assert!(Plan::<2>::new(&[r, c], [&[ci, 1], &[ci, 1]], [0, 1])
+        tiles.len()
+    }
+
+    #[test]
+    fn tiles_cover_every_element_once() {
+        // A transpose with edges: out row-major, input column-major.
+        let (r, c) = (2 * TILE + 6, TILE + 13);
+        assert_eq!(check_tiles(&[r, c], &[1, r as isize]), 3);
+        // Rank 3, reversed axes: the input's unit-stride dim is the outermost one.
+        let (a, b, c) = (TILE + 4, 3, TILE + 14);
+        let reversed = [1, a as isize, (a * b) as isize];
+        assert_eq!(check_tiles(&[a, b, c], &reversed), 3);
+        // No transpose, no tiles.
+        let standard = [c as isize, 1];
+        assert!(Plan::<2>::new(&[r, c], [&standard, &standard], [0, 1])
             .tiled()
             .is_none());
     }
