@@ -454,10 +454,8 @@ pub fn to_buffer<A: XlaElement, D: Dimension>(
     let dims = array.shape();
     let len = layout.buffer_len_for("to_buffer", dims)?;
     let (shape, used) = layout.stride_shape("to_buffer", dims, len)?;
-    let mut buffer: Vec<A> = Vec::new();
-    buffer
-        .try_reserve_exact(len)
-        .map_err(|_| BroadcastError::Allocation {
+    let mut buffer: Vec<A> =
+        engine::with_capacity(len).ok_or_else(|| BroadcastError::Allocation {
             op: "to_buffer",
             shape: Box::new([len]),
             bytes: len.checked_mul(std::mem::size_of::<A>()),

@@ -26,18 +26,23 @@ pub(super) fn uninit<C, D: Dimension>(
             .and_then(|n| n.checked_mul(std::mem::size_of::<C>())),
     };
     let len = dim.size_checked().ok_or_else(|| fail(&dim))?;
-    let mut buffer: Vec<MaybeUninit<C>> = Vec::new();
-    if buffer.try_reserve_exact(len).is_err() {
-        return Err(fail(&dim));
-    }
+    let mut buffer: Vec<MaybeUninit<C>> = with_capacity(len).ok_or_else(|| fail(&dim))?;
     // SAFETY: the capacity is `len` and `MaybeUninit` needs no initialisation.
     unsafe { buffer.set_len(len) };
+    let shape = dim.clone();
+    Array::from_shape_vec(dim, buffer).map_err(|_| fail(&shape))
+}
+
+/// An empty vector with room for exactly `len` elements, its large pages advised as huge, or
+/// `None` when the allocator refuses it.
+pub(crate) fn with_capacity<C>(len: usize) -> Option<Vec<C>> {
+    let mut buffer: Vec<C> = Vec::new();
+    buffer.try_reserve_exact(len).ok()?;
     advise_huge_pages(
         buffer.as_mut_ptr() as *mut u8,
         len * std::mem::size_of::<C>(),
     );
-    let shape = dim.clone();
-    Array::from_shape_vec(dim, buffer).map_err(|_| fail(&shape))
+    Some(buffer)
 }
 
 #[cfg(target_os = "linux")]

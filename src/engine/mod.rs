@@ -10,6 +10,7 @@
 //! ```
 
 mod alloc;
+pub(crate) use alloc::with_capacity;
 mod kernel;
 pub(crate) mod parallel;
 mod plan;
