@@ -156,7 +156,7 @@ fn run<const N: usize>(
     kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
 ) {
     if let Some(block) = small_block(shape, &strides) {
-        return kernel(operands.map(|o| o.ptr.0), block);
+        return kernel::call(kernel, operands.map(|o| o.ptr.0), block);
     }
     let plan = Plan::new(shape, strides, std::array::from_fn(|k| k));
     let pieces = pieces(plan.len);
@@ -166,7 +166,8 @@ fn run<const N: usize>(
             plan.for_each_block(range, |offs, n, rows, step| {
                 // SAFETY: the plan yields offsets of elements of each operand.
                 let ptrs = std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) });
-                kernel(
+                kernel::call(
+                    kernel,
                     ptrs,
                     Block {
                         n,
@@ -232,7 +233,7 @@ fn run_tiles<const N: usize>(
                 block.inner[k] = 1;
                 block.step[k] = plan::TILE as isize;
             }
-            kernel(ptrs, block)
+            kernel::call(kernel, ptrs, block)
         })
     });
 }
@@ -500,4 +501,85 @@ fn acc_strides<A, E: Dimension>(
             _ => 0,
         })
         .collect()
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use ndarray::{arr0, Array2};
+
+    use crate::prelude::*;
+
+    /// The AVX2 copy of the kernels gives the bits the baseline copy gives, for every op family,
+    /// the special float values and integer edge cases, and every kind of inner loop.
+    #[test]
+    fn wide_and_baseline_kernels_agree() {
+        let specials = [
+            f32::NAN,
+            -0.0,
+            0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1.5,
+            -2.25,
+            7.0,
+        ];
+        let (m, n) = (300, 270); // above the tile size: transposed walks stage their tiles
+        let x = Array2::from_shape_fn((m, n), |(i, j)| specials[(i * 3 + j) % 8] * (j % 5) as f32);
+        let y = Array2::from_shape_fn((m, n), |(i, j)| specials[(i + j * 7) % 8]);
+        let yt = Array2::from_shape_fn((n, m), |(j, i)| y[[i, j]]);
+        let (row, col) = (y.slice(ndarray::s![..1, ..]), y.slice(ndarray::s![.., ..1]));
+        let k = Array2::from_shape_fn((m, n), |(i, j)| (i as i32 - 150) * (j as i32 * 977));
+        let d = Array2::from_shape_fn((m, n), |(i, j)| (i % 7) as i32 - 3 + j as i32 % 2);
+        // Which NaN an operation returns is not specified (by Rust or XLA): all NaNs compare
+        // equal, every other value by its bits.
+        let bits = |a: Array2<f32>| {
+            let canonical = |v: f32| if v.is_nan() { f32::NAN } else { v };
+            a.iter()
+                .map(|&v| canonical(v).to_bits())
+                .collect::<Vec<u32>>()
+        };
+        let ints = |a: Array2<i32>| a.iter().map(|&v| v as u32).collect::<Vec<u32>>();
+        let run = || {
+            let mut acc = x.clone();
+            acc.sub_assign_bcast(&row, &[]).unwrap();
+            vec![
+                bits(x.add_bcast(&y, &[]).unwrap()),
+                bits(x.sub_bcast(&row, &[]).unwrap()),
+                bits(x.mul_bcast(&col, &[]).unwrap()),
+                bits(x.div_bcast(&yt.t(), &[]).unwrap()),
+                bits(x.max_bcast(&y, &[]).unwrap()),
+                bits(x.min_bcast(&arr0(-0.0), &[]).unwrap()),
+                bits(x.rem_bcast(&y, &[]).unwrap()),
+                bits(x.pow_bcast(&col, &[]).unwrap()),
+                bits(acc),
+                ints(k.add_bcast(&d, &[]).unwrap()),
+                ints(k.mul_bcast(&d.t().t(), &[]).unwrap()),
+                ints(k.div_bcast(&d, &[]).unwrap()),
+                ints(k.rem_bcast(&d, &[]).unwrap()),
+                ints(k.pow_bcast(&d, &[]).unwrap()),
+                ints(k.max_bcast(&arr0(0), &[]).unwrap()),
+                x.lt_bcast(&y, &[])
+                    .unwrap()
+                    .iter()
+                    .map(|&b| b as u32)
+                    .collect(),
+                x.ne_bcast(&yt.t(), &[])
+                    .unwrap()
+                    .iter()
+                    .map(|&b| b as u32)
+                    .collect(),
+                bits(x.gt_bcast(&y, &[]).unwrap().select_bcast(&x, &y).unwrap()),
+            ]
+        };
+        super::kernel::WIDE_SIMD.store(false, Ordering::Relaxed);
+        let baseline = run();
+        super::kernel::WIDE_SIMD.store(true, Ordering::Relaxed);
+        let wide = run();
+        for (i, (w, b)) in wide.iter().zip(&baseline).enumerate() {
+            let first = w.iter().zip(b).position(|(w, b)| w != b);
+            assert_eq!(first, None, "op {i}: {:?}", first.map(|k| (w[k], b[k])));
+        }
+    }
 }

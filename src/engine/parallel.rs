@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// How the engine may split an operation across threads.
 ///
-/// The setting never changes a result: parallel and serial runs are bit-identical, because each
-/// output element is computed by the same expression either way.
+/// The setting never changes a result: each output element is computed by the same expression
+/// either way, so parallel and serial runs agree bit for bit (up to which NaN a NaN result is,
+/// which neither Rust nor XLA specifies; reductions combine in a fixed order too).
 ///
 /// ```
 /// use xla_bcast::{parallelism, set_parallelism, with_parallelism, Parallelism};
