@@ -12,7 +12,7 @@ use crate::element::XlaElement;
 use crate::engine;
 use crate::engine::Src;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, select_shape, Dims};
+use crate::shape::{binary_plan, checked_size_for, merge_dim, select_shape, Dims};
 use crate::view::broadcast_in_dim_view;
 
 /// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
@@ -113,19 +113,14 @@ fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
         return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
     }
     // Degenerate broadcasting between equal ranks is decided dim by dim: no planning either.
-    // Incompatible shapes go on to the full rule, which builds the error.
+    // Incompatible or oversized shapes go on to the full rule, which builds the error.
     if identity && lhs.ndim() == rhs.ndim() {
         let mut out = Dims::from_slice(lhs.shape());
-        let mut compatible = true;
-        for (o, &r) in out.iter_mut().zip(rhs.shape()) {
-            match (*o, r) {
-                _ if *o == r => {}
-                (1, _) => *o = r,
-                (_, 1) => {}
-                _ => compatible = false,
-            }
-        }
-        if compatible {
+        let compatible = out
+            .iter_mut()
+            .zip(rhs.shape())
+            .all(|(o, &r)| merge_dim(*o, r).map(|n| *o = n).is_some());
+        if compatible && checked_size_for(op, &out).is_ok() {
             let (l, r) = (Src::degenerate(lhs, &out), Src::degenerate(rhs, &out));
             return Ok((out, l, r));
         }

@@ -31,6 +31,17 @@ pub fn checked_size(shape: &[usize]) -> Result<usize> {
     checked_size_for("shape", shape)
 }
 
+/// One dim of degenerate broadcasting, the rule every wrapper shares: equal sizes stay, a 1
+/// takes the other size (so 1 against 0 gives 0), anything else is incompatible.
+pub(crate) fn merge_dim(a: usize, b: usize) -> Option<usize> {
+    match (a, b) {
+        _ if a == b => Some(a),
+        (1, _) => Some(b),
+        (_, 1) => Some(a),
+        _ => None,
+    }
+}
+
 pub(crate) fn checked_size_for(op: &'static str, shape: &[usize]) -> Result<usize> {
     let overflow = || BroadcastError::SizeOverflow {
         op,
@@ -176,11 +187,9 @@ pub(crate) fn binary_plan(
     let mut out = Dims::from_slice(if lhs.len() >= rhs.len() { lhs } else { rhs });
     let mut merge = |lhs_dim: usize, rhs_dim: usize, out_dim: usize| -> Result<()> {
         let (l, r) = (lhs[lhs_dim], rhs[rhs_dim]);
-        out[out_dim] = match (l, r) {
-            _ if l == r => l,
-            (1, _) => r,
-            (_, 1) => l,
-            _ => {
+        out[out_dim] = match merge_dim(l, r) {
+            Some(n) => n,
+            None => {
                 let (op, lhs, rhs, dims) = err_ctx();
                 return Err(BroadcastError::IncompatibleDims {
                     op,
@@ -452,11 +461,9 @@ fn merge_paddle(
     let mut out = high.to_vec();
     for (i, &l) in low.iter().enumerate() {
         let h = high[start + i];
-        out[start + i] = match (h, l) {
-            _ if h == l => h,
-            (1, _) => l,
-            (_, 1) => h,
-            _ => {
+        out[start + i] = match merge_dim(h, l) {
+            Some(n) => n,
+            None => {
                 return Err(fail(format!(
                     "dim {} has size {h} against size {l} of dim {i} of the lower-rank operand; sizes must be equal or one of them 1",
                     start + i

@@ -116,6 +116,12 @@ fn views_and_ops() {
     refuses("numpy allocation", || {
         numpy::mul(&col, &row).map(|r| r.len())
     });
+    // An output whose element count overflows: named as such, on the equal-rank fast path too.
+    let huge = 1usize << (usize::BITS / 2);
+    let col = s.broadcast_in_dim(&[huge, 1], &[]).unwrap();
+    let row = s.broadcast_in_dim(&[1, huge], &[]).unwrap();
+    let e = col.add_bcast(&row, &[]).unwrap_err();
+    assert!(matches!(e, BroadcastError::SizeOverflow { .. }), "{e:?}");
 }
 
 #[test]
