@@ -103,6 +103,14 @@ where
         group.bench_function("ndarray_ops/transposed_lhs", |bench| {
             bench.iter(|| black_box(&at + &b_full))
         });
+        // Both F-ordered: the result follows their memory order.
+        let bt = b_full.t();
+        group.bench_function("xla_bcast/both_transposed", |bench| {
+            bench.iter(|| black_box(at.add_bcast(&bt, &[]).unwrap()))
+        });
+        group.bench_function("ndarray_ops/both_transposed", |bench| {
+            bench.iter(|| black_box(&at + &bt))
+        });
         let s = T::from(3).unwrap();
         group.bench_function("xla_bcast/scalar", |bench| {
             bench.iter(|| black_box(a_full.add_bcast(&ndarray::arr0(s), &[]).unwrap()))

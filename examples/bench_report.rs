@@ -102,6 +102,16 @@ fn main() {
         transposed / hand_ms,
         transposed / same
     );
+    // Both F-ordered: the result follows them, so nothing is read across its rows.
+    let bt = b.t();
+    let both = ms(best(reps, || at.add_bcast(&bt, &[]).unwrap()));
+    let nd = ms(best(reps, || &at + &bt));
+    println!(
+        "| both transposed (F order) | {both:.2} ms | {nd:.2} ms | | {:.2} (vs contiguous: {:.2}x) | | {:.2}x |",
+        both / hand_ms,
+        both / same,
+        nd / both
+    );
 
     let c3 = Array3::from_shape_fn((64, 512, 512), |(i, j, k)| (i + j + k) as f32);
     let v = ndarray::Array1::from_shape_fn(512, |k| k as f32);

@@ -499,7 +499,8 @@ pub fn from_buffer<A: Clone + Send + Sync>(
     layout: &Layout,
 ) -> Result<Array<A, IxDyn>> {
     let v = view(buffer, dims, layout).map_err(|e| rename(e, "from_buffer"))?;
-    engine::fresh("from_buffer", IxDyn(dims), |out| {
+    // Standard layout whatever the buffer's, as documented: no inputs to follow.
+    engine::fresh("from_buffer", IxDyn(dims), &[], |out| {
         engine::map(out, &Src::of(&v), &|x: A| x)
     })
 }

@@ -3,6 +3,22 @@
 //!
 //! Every method here follows the same road: a shape rule from [`crate::shape`], zero-copy views
 //! of the operands at the output shape, then one pass of the kernel engine.
+//!
+//! A fresh result is contiguous, laid out in the memory order its inputs share (NumPy's
+//! `order='K'`; ndarray's own arithmetic keeps F order the same way): standard layout for
+//! C-ordered or mixed inputs, F order for F-ordered ones, so the pass reads every input with
+//! unit stride.
+//!
+//! ```
+//! use ndarray::{Array2, ShapeBuilder};
+//! use xla_bcast::prelude::*;
+//!
+//! let f = Array2::from_shape_fn((3, 4).f(), |(i, j)| (10 * i + j) as f32);
+//! let sum = f.add_bcast(&f, &[]).unwrap();
+//! assert_eq!(sum, &f * 2.0);
+//! assert!(sum.t().is_standard_layout()); // F order, like `f`
+//! assert!(f.t().add_bcast(&f.t(), &[]).unwrap().is_standard_layout());
+//! ```
 
 use std::ops::{Add, Div, Mul, Rem, Sub};
 
@@ -187,7 +203,10 @@ where
     E: Dimension,
 {
     let (shape, l, r) = operands(op, lhs, rhs, dims)?;
-    engine::fresh(op, out_dim(op, &shape)?, |out| engine::zip(out, &l, &r, &f))
+    let inputs = [l.strides(), r.strides()];
+    engine::fresh(op, out_dim(op, &shape)?, &inputs, |out| {
+        engine::zip(out, &l, &r, &f)
+    })
 }
 
 /// `f` over every element into a fresh array of the same shape and dimension type.
@@ -201,7 +220,9 @@ where
     C: Send,
     D: Dimension,
 {
-    engine::fresh(op, a.raw_dim(), |out| engine::map(out, &Src::of(a), &f))
+    engine::fresh(op, a.raw_dim(), &[a.strides()], |out| {
+        engine::map(out, &Src::of(a), &f)
+    })
 }
 
 /// The binary op family's one implementation: into a caller's array.
@@ -654,7 +675,8 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
     {
         let (shape, p, t, f) = select_inputs(self, on_true, on_false)?;
         let dim = out_dim("select", &shape)?;
-        engine::fresh("select", dim, |out| {
+        let inputs = [p.strides(), t.strides(), f.strides()];
+        engine::fresh("select", dim, &inputs, |out| {
             engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f })
         })
     }

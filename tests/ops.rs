@@ -59,7 +59,7 @@ fn strided_inputs() {
     let f = Array::from_shape_vec((3, 4).f(), (0..12).collect::<Vec<i64>>()).unwrap();
     let r = f.mul_bcast(&array![[2i64]], &[]).unwrap();
     assert_eq!(r, f.mapv(|x| 2 * x));
-    assert!(r.is_standard_layout());
+    assert!(r.t().is_standard_layout(), "an F input gives an F result");
 }
 
 #[test]
@@ -290,6 +290,10 @@ fn empty_arrays() {
         .add_bcast(&Array2::zeros((4, 0)), &[])
         .unwrap();
     assert_eq!(r.shape(), &[4, 0]);
+    // An empty result with an F-ordered input: no memory order to follow.
+    let f = Array2::<f32>::zeros((2, 6).f());
+    let r = Array3::<f32>::zeros((0, 2, 6)).add_bcast(&f, &[1, 2]).unwrap();
+    assert_eq!(r.shape(), &[0, 2, 6]);
 }
 
 /// Operands read across their rows at sizes that take the engine's tiled walk (tiles of 256,
@@ -337,8 +341,13 @@ fn transposed_operands_in_tiled_walks() {
         u.max_bcast(&rows.mapv(|v| v as u8), &[]).unwrap(),
         Array2::from_shape_fn((m, n), |(i, j)| u[[i, j]].max(rows[[i, j]] as u8))
     );
+    // (A C-ordered partner keeps the result in standard layout, so the transposed side is staged.)
     let h = plain.mapv(|v| v as i16);
-    assert_eq!(h.add_bcast(&arr0(1i16), &[]).unwrap(), h.mapv(|v| v + 1));
+    let hr = rows.mapv(|v| v as i16);
+    assert_eq!(
+        h.add_bcast(&hr, &[]).unwrap(),
+        Array2::from_shape_fn((m, n), |(i, j)| h[[i, j]] + hr[[i, j]])
+    );
     let f = plain.mapv(|v| v as f32);
     let mut acc = Array2::<f32>::ones((m, n));
     acc.mul_assign_bcast(&f, &[]).unwrap();
@@ -348,7 +357,8 @@ fn transposed_operands_in_tiled_walks() {
     d.div_bcast_into(&arr0(2.0), &[], &mut into).unwrap();
     assert_eq!(into, d.mapv(|v| v / 2.0));
     let pred = plain.mapv(|v| v % 3 == 0);
-    let r = pred.select_bcast(&d, &arr0(-1.0)).unwrap();
+    let dc = d.as_standard_layout();
+    let r = pred.select_bcast(&dc, &arr0(-1.0)).unwrap();
     assert_eq!(
         r,
         Array2::from_shape_fn((m, n), |(i, j)| if pred[[i, j]] { d[[i, j]] } else { -1.0 })
@@ -374,4 +384,60 @@ fn transposed_operands_in_tiled_walks() {
     assert!(r
         .indexed_iter()
         .all(|((i, j), s)| *s == format!("{}:{}", plain[[i, j]], rows[[i, j]])));
+}
+
+#[test]
+fn fresh_results_follow_the_inputs_memory_order() {
+    let (m, n) = (300, 280); // above the parallel threshold: the planned walk
+    let c = Array2::from_shape_fn((m, n), |(i, j)| (i * 1000 + j) as i64);
+    let f = Array2::from_shape_fn((m, n).f(), |(i, j)| (i * 7 + j * 3) as i64);
+    let row = Array2::from_shape_fn((1, n), |(_, j)| j as i64);
+    let is_f = |a: &Array2<i64>| a.t().is_standard_layout();
+    let want = |g: &dyn Fn(usize, usize) -> i64| Array2::from_shape_fn((m, n), |(i, j)| g(i, j));
+
+    // All F (also with a broadcast row or a scalar): an F result.
+    let r = f.add_bcast(&f, &[]).unwrap();
+    assert!(is_f(&r));
+    assert_eq!(r, want(&|i, j| 2 * f[[i, j]]));
+    let r = f.sub_bcast(&row, &[]).unwrap();
+    assert!(is_f(&r));
+    assert_eq!(r, want(&|i, j| f[[i, j]] - j as i64));
+    let r = f.mul_bcast(&arr0(3), &[]).unwrap();
+    assert!(is_f(&r));
+    assert_eq!(r, want(&|i, j| 3 * f[[i, j]]));
+    let r = f.strict() * 2;
+    assert!(is_f(&r));
+    assert_eq!(r, want(&|i, j| 2 * f[[i, j]]));
+    let lt = f.lt_bcast(&c, &[]).unwrap();
+    assert!(lt.is_standard_layout(), "mixed inputs keep standard layout");
+    let gt = f.gt_bcast(&row, &[]).unwrap();
+    assert!(gt.t().is_standard_layout());
+    assert!(gt
+        .indexed_iter()
+        .all(|((i, j), &g)| g == (f[[i, j]] > j as i64)));
+    let sel = gt.select_bcast(&f, &arr0(-1)).unwrap();
+    assert!(is_f(&sel));
+    assert_eq!(sel, want(&|i, j| if gt[[i, j]] { f[[i, j]] } else { -1 }));
+
+    // Mixed or C inputs: standard layout.
+    for r in [f.add_bcast(&c, &[]).unwrap(), c.add_bcast(&f, &[]).unwrap()] {
+        assert!(r.is_standard_layout());
+        assert_eq!(r, want(&|i, j| f[[i, j]] + c[[i, j]]));
+    }
+    assert!(c.add_bcast(&row, &[]).unwrap().is_standard_layout());
+
+    // Rank 3, any permutation, reversed strides; and through the NumPy wrapper.
+    let x = Array3::from_shape_fn((40, 30, 50), |(i, j, k)| (i * 10_000 + j * 100 + k) as i64);
+    let p = x.view().permuted_axes([1, 2, 0]); // memory order of its dims: 2, 0, 1
+    let r = p.add_bcast(&p, &[]).unwrap();
+    assert_eq!(r.strides(), &[50, 1, 1500]);
+    assert_eq!(r, p.mapv(|v| 2 * v));
+    let rev = f.slice(s![..;-1, ..;-1]);
+    let r = rev.add_bcast(&arr0(1), &[]).unwrap();
+    assert!(is_f(&r));
+    assert_eq!(r, rev.mapv(|v| v + 1));
+    let v = Array1::from_shape_fn(m, |i| i as i64);
+    let r = xla_bcast::numpy::add(&f, &v.insert_axis(ndarray::Axis(1))).unwrap();
+    assert!(r.t().is_standard_layout());
+    assert_eq!(r, want(&|i, j| f[[i, j]] + i as i64));
 }

@@ -299,6 +299,13 @@ proptest! {
             };
             prop_assert_eq!(got.ok(), ref_binary(&a, &b, &dims, f), "{}", name);
         }
+        if let Ok(r) = a.add_bcast(&b, &dims) {
+            // One contiguous block, no negative stride; standard layout unless an input is
+            // transposed (C-ordered, stepped, reversed and broadcast inputs have nothing else to follow).
+            prop_assert!(r.as_slice_memory_order().is_some() && r.strides().iter().all(|&s| s >= 0));
+            let transposed = matches!(ka, Kind::Transposed) || matches!(kb, Kind::Transposed);
+            prop_assert!(transposed || r.is_standard_layout());
+        }
         let lt = a.lt_bcast(&b, &dims).ok();
         let want = ref_binary(&a, &b, &dims, |x, y| (x < y) as i32).map(|r| r.mapv(|v| v == 1));
         prop_assert_eq!(lt, want);

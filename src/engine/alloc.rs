@@ -4,7 +4,7 @@
 
 use std::mem::MaybeUninit;
 
-use ndarray::{Array, Dimension};
+use ndarray::{Array, Dimension, ShapeBuilder};
 
 use crate::error::{BroadcastError, Result};
 
@@ -12,11 +12,13 @@ use crate::error::{BroadcastError, Result};
 #[cfg(target_os = "linux")]
 const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 
-/// An uninitialised array of shape `dim` in standard layout, or an error (never an abort) when
-/// its bytes do not fit `isize` or the allocator refuses them.
+/// An uninitialised array of shape `dim`, contiguous with its dims laid out in `order`
+/// (outermost first; `None` for standard layout), or an error (never an abort) when its bytes
+/// do not fit `isize` or the allocator refuses them.
 pub(super) fn uninit<C, D: Dimension>(
     op: &'static str,
     dim: D,
+    order: Option<&[usize]>,
 ) -> Result<Array<MaybeUninit<C>, D>> {
     let fail = |dim: &D| BroadcastError::Allocation {
         op,
@@ -30,7 +32,19 @@ pub(super) fn uninit<C, D: Dimension>(
     // SAFETY: the capacity is `len` and `MaybeUninit` needs no initialisation.
     unsafe { buffer.set_len(len) };
     let shape = dim.clone();
-    Array::from_shape_vec(dim, buffer).map_err(|_| fail(&shape))
+    match order {
+        None => Array::from_shape_vec(dim, buffer),
+        Some(order) => {
+            let mut strides = D::zeros(dim.ndim());
+            let mut step = 1;
+            for &ax in order.iter().rev() {
+                strides[ax] = step;
+                step *= dim[ax];
+            }
+            Array::from_shape_vec(dim.strides(strides), buffer)
+        }
+    }
+    .map_err(|_| fail(&shape))
 }
 
 /// An empty vector with room for exactly `len` elements, its large pages advised as huge, or

@@ -97,6 +97,11 @@ impl<'a, T> Src<'a, T> {
         }
     }
 
+    /// Its strides at the output shape.
+    pub fn strides(&self) -> &[isize] {
+        &self.strides
+    }
+
     /// `a` placed into `out_shape` by `broadcast_in_dim` dims that a shape rule accepted.
     pub fn placed<D: Dimension>(
         a: &'a ArrayRef<T, D>,
@@ -406,14 +411,18 @@ pub(crate) fn update<A, B, D>(
     );
 }
 
-/// A fresh output of shape `dim` in standard layout, filled by `fill` (which must write every
-/// element through the engine); an error when it cannot be allocated.
+/// A fresh output of shape `dim`, filled by `fill` (which must write every element through the
+/// engine); an error when it cannot be allocated. Its memory order follows `inputs`, the
+/// strides at `dim` of what `fill` reads ([`plan::output_order`]): standard layout unless the
+/// inputs agree on another order.
 pub(crate) fn fresh<C, D: Dimension>(
     op: &'static str,
     dim: D,
+    inputs: &[&[isize]],
     fill: impl FnOnce(&mut ArrayRef<MaybeUninit<C>, D>),
 ) -> crate::error::Result<Array<C, D>> {
-    let mut out = alloc::uninit::<C, D>(op, dim)?;
+    let order = plan::output_order(dim.slice(), inputs);
+    let mut out = alloc::uninit::<C, D>(op, dim, order.as_deref())?;
     fill(&mut out);
     // SAFETY: every caller passes a `fill` that runs one engine pass over `out`, and an engine
     // pass writes every element of its output exactly once.

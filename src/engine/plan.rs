@@ -225,6 +225,50 @@ impl<const N: usize> Plan<N> {
     }
 }
 
+/// The memory order (dims, outermost first) of a fresh output read by `inputs` (their strides
+/// at the output's `shape`), after NumPy's `order='K'`: a dim goes outside another when every
+/// input that tells the two apart has the larger stride on it; otherwise the logical order
+/// stands. `None` means the logical order (standard layout), which C-ordered and broadcast
+/// inputs always give without a sort. All-F inputs give an F-ordered result, as ndarray's own
+/// arithmetic does, so the walk stays unit-stride instead of transposing every operand.
+pub(crate) fn output_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<usize>> {
+    // Size-1 dims have no memory order to follow; stride 0 (broadcast) says nothing either.
+    let stride = |k: usize, ax: usize| match shape[ax] {
+        1 => 0,
+        _ => inputs[k][ax].unsigned_abs(),
+    };
+    let c_ordered = (0..inputs.len()).all(|k| {
+        let mut nonzero = (0..shape.len()).map(|ax| stride(k, ax)).filter(|&s| s != 0);
+        nonzero
+            .try_fold(usize::MAX, |outer, s| (s <= outer).then_some(s))
+            .is_some()
+    });
+    // An empty result has no memory to order.
+    if c_ordered || shape.contains(&0) {
+        return None;
+    }
+    let mut order: Nest<usize> = SmallVec::new();
+    for ax in 0..shape.len() {
+        let mut at = order.len();
+        for j in (0..order.len()).rev() {
+            // (inputs that tell the two dims apart, those of them that put `ax` outside)
+            let (told, outside) = (0..inputs.len())
+                .map(|k| (stride(k, order[j]), stride(k, ax)))
+                .filter(|&(outer, inner)| outer != 0 && inner != 0)
+                .fold((0, 0), |(t, o), (outer, inner)| {
+                    (t + 1, o + usize::from(inner > outer))
+                });
+            match (told, outside) {
+                (0, _) => continue,
+                (t, o) if t == o => at = j,
+                _ => break,
+            }
+        }
+        order.insert(at, ax);
+    }
+    (!order.iter().copied().eq(0..shape.len())).then_some(order)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +292,30 @@ mod tests {
         let p = Plan::<2>::new(&[3, 4], [&[1, 3], &[4, 1]], [0, 1]);
         assert_eq!(p.dims.as_slice(), &[4, 3]);
         assert_eq!(p.inner_strides(), [1, 4]);
+    }
+
+    #[test]
+    fn output_order_follows_the_inputs() {
+        let order =
+            |shape: &[usize], inputs: &[&[isize]]| output_order(shape, inputs).map(|o| o.to_vec());
+        // C order, broadcast and size-1 dims, empty results: standard layout, no sort.
+        assert_eq!(order(&[0, 4], &[&[1, 3]]), None);
+        assert_eq!(order(&[3, 4], &[&[4, 1], &[0, 1]]), None);
+        assert_eq!(order(&[3, 1, 4], &[&[4, 99, 1]]), None);
+        // All-F inputs, also with a broadcast row: F order.
+        assert_eq!(order(&[3, 4], &[&[1, 3], &[1, 3]]), Some(vec![1, 0]));
+        assert_eq!(order(&[3, 4], &[&[1, 3], &[0, 1]]), Some(vec![1, 0]));
+        // Reversed strides count by size.
+        assert_eq!(order(&[3, 4], &[&[-1, -3]]), Some(vec![1, 0]));
+        // Inputs that disagree keep the logical order.
+        assert_eq!(order(&[3, 4], &[&[1, 3], &[4, 1]]), None);
+        // Rank 3: any permutation is followed; an ambiguous pair is stepped over.
+        assert_eq!(order(&[2, 3, 4], &[&[1, 2, 6]]), Some(vec![2, 1, 0]));
+        assert_eq!(order(&[2, 3, 4], &[&[4, 1, 12]]), Some(vec![2, 0, 1]));
+        assert_eq!(
+            order(&[2, 3, 4], &[&[1, 0, 2], &[0, 1, 0]]),
+            Some(vec![2, 0, 1])
+        );
     }
 
     #[test]
