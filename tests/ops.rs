@@ -292,7 +292,9 @@ fn empty_arrays() {
     assert_eq!(r.shape(), &[4, 0]);
     // An empty result with an F-ordered input: no memory order to follow.
     let f = Array2::<f32>::zeros((2, 6).f());
-    let r = Array3::<f32>::zeros((0, 2, 6)).add_bcast(&f, &[1, 2]).unwrap();
+    let r = Array3::<f32>::zeros((0, 2, 6))
+        .add_bcast(&f, &[1, 2])
+        .unwrap();
     assert_eq!(r.shape(), &[0, 2, 6]);
 }
 

@@ -231,22 +231,37 @@ impl<const N: usize> Plan<N> {
 /// stands. `None` means the logical order (standard layout), which C-ordered and broadcast
 /// inputs always give without a sort. All-F inputs give an F-ordered result, as ndarray's own
 /// arithmetic does, so the walk stays unit-stride instead of transposing every operand.
+#[inline]
 pub(crate) fn output_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<usize>> {
     // Size-1 dims have no memory order to follow; stride 0 (broadcast) says nothing either.
+    // Plain loops, inlined: every small op passes here.
+    let c_ordered = |strides: &[isize]| {
+        let mut outer = usize::MAX;
+        for (&n, &s) in shape.iter().zip(strides) {
+            let s = s.unsigned_abs();
+            if n != 1 && s != 0 {
+                if s > outer {
+                    return false;
+                }
+                outer = s;
+            }
+        }
+        true
+    };
+    // An empty result has no memory to order.
+    if inputs.iter().all(|s| c_ordered(s)) || shape.contains(&0) {
+        return None;
+    }
+    sorted_order(shape, inputs)
+}
+
+/// [`output_order`] for inputs that are not all C-ordered: an insertion sort of the dims.
+#[inline(never)]
+fn sorted_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<usize>> {
     let stride = |k: usize, ax: usize| match shape[ax] {
         1 => 0,
         _ => inputs[k][ax].unsigned_abs(),
     };
-    let c_ordered = (0..inputs.len()).all(|k| {
-        let mut nonzero = (0..shape.len()).map(|ax| stride(k, ax)).filter(|&s| s != 0);
-        nonzero
-            .try_fold(usize::MAX, |outer, s| (s <= outer).then_some(s))
-            .is_some()
-    });
-    // An empty result has no memory to order.
-    if c_ordered || shape.contains(&0) {
-        return None;
-    }
     let mut order: Nest<usize> = SmallVec::new();
     for ax in 0..shape.len() {
         let mut at = order.len();
