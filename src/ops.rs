@@ -128,6 +128,15 @@ fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
     if identity && lhs.shape() == rhs.shape() {
         return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
     }
+    // A scalar broadcasts to anything (its broadcast_dimensions are necessarily empty).
+    if dims.is_empty() && rhs.ndim() == 0 {
+        let r = Src::scalar(rhs, lhs.ndim());
+        return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), r));
+    }
+    if dims.is_empty() && lhs.ndim() == 0 {
+        let l = Src::scalar(lhs, rhs.ndim());
+        return Ok((Dims::from_slice(rhs.shape()), l, Src::of(rhs)));
+    }
     // Degenerate broadcasting between equal ranks is decided dim by dim: no planning either.
     // Incompatible or oversized shapes go on to the full rule, which builds the error.
     if identity && lhs.ndim() == rhs.ndim() {

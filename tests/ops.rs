@@ -443,3 +443,31 @@ fn fresh_results_follow_the_inputs_memory_order() {
     assert!(r.t().is_standard_layout());
     assert_eq!(r, want(&|i, j| f[[i, j]] + i as i64));
 }
+
+#[test]
+fn scalar_operands_on_either_side() {
+    for (m, n) in [(3, 5), (300, 280)] {
+        let x = Array2::from_shape_fn((m, n), |(i, j)| (i * 31 + j) as i64 % 97 + 1);
+        let f = x.t().as_standard_layout().into_owned().reversed_axes(); // F order, same values
+        for x in [x.view(), f.view(), x.slice(s![..;-1, ..])] {
+            let s = arr0(1000i64);
+            assert_eq!(x.sub_bcast(&s, &[]).unwrap(), x.mapv(|v| v - 1000));
+            assert_eq!(s.sub_bcast(&x, &[]).unwrap(), x.mapv(|v| 1000 - v));
+            assert_eq!(s.div_bcast(&x, &[]).unwrap(), x.mapv(|v| 1000 / v));
+            assert_eq!(
+                x.view().into_dyn().rem_bcast(&s, &[]).unwrap(),
+                x.mapv(|v| v % 1000).into_dyn()
+            );
+            // A scalar maps onto no dim: broadcast_dimensions must stay empty.
+            assert!(s.sub_bcast(&x, &[0]).is_err());
+            assert!(x.sub_bcast(&s, &[1]).is_err());
+        }
+        let r = arr0(2i64).mul_bcast(&f, &[]).unwrap();
+        assert!(
+            r.t().is_standard_layout(),
+            "the result follows the F-ordered operand"
+        );
+    }
+    let r: Array<i64, IxDyn> = arr0(2i64).add_bcast(&arr0(3i64).into_dyn(), &[]).unwrap();
+    assert_eq!(r, arr0(5).into_dyn());
+}

@@ -97,6 +97,16 @@ impl<'a, T> Src<'a, T> {
         }
     }
 
+    /// The one element of a rank-0 `a`, broadcast to every index of a rank-`rank` output.
+    pub fn scalar<D: Dimension>(a: &'a ArrayRef<T, D>, rank: usize) -> Self {
+        debug_assert_eq!(a.ndim(), 0);
+        Src {
+            ptr: a.as_ptr(),
+            strides: smallvec::smallvec![0; rank],
+            _borrow: PhantomData,
+        }
+    }
+
     /// Its strides at the output shape.
     pub fn strides(&self) -> &[isize] {
         &self.strides
@@ -244,9 +254,10 @@ fn run_tiles<const N: usize>(
 }
 
 /// A small walk (serial, below [`parallel::PARALLEL_THRESHOLD`]) as one block, when its dims
-/// merge into at most two in their own order: the common small cases then skip planning
-/// altogether. Loop order does not change results, and data this small sits in cache, so the
-/// order the strides would pick does not matter.
+/// merge into at most two in their own order and that order runs the written array's inner
+/// loop along its smaller stride: the common small cases then skip planning altogether. (Data
+/// this small sits in cache, but a strided inner loop does not vectorise: an F-ordered output
+/// goes to the planner, which walks it in memory order.)
 fn small_block<const N: usize>(shape: &[usize], strides: &[&[isize]; N]) -> Option<Block<N>> {
     let len = shape
         .iter()
@@ -277,6 +288,9 @@ fn small_block<const N: usize>(shape: &[usize], strides: &[&[isize]; N]) -> Opti
         used += 1;
     }
     let [(n, inner), (rows, step)] = merged;
+    if rows > 1 && step[0].unsigned_abs() < inner[0].unsigned_abs() {
+        return None;
+    }
     Some(Block {
         n,
         inner,
@@ -519,6 +533,19 @@ mod tests {
     use ndarray::{arr0, Array2};
 
     use crate::prelude::*;
+
+    /// Small walks skip the planner only when the written array's inner loop has its smaller
+    /// stride (so it vectorises); an F-ordered output goes to the planner, which merges it.
+    #[test]
+    fn small_walks_keep_unit_stride_outputs() {
+        let c = super::small_block(&[64, 64], &[&[64, 1], &[64, 1]]).expect("one block");
+        assert_eq!((c.n, c.inner), (4096, [1, 1]));
+        let row = super::small_block(&[64, 64], &[&[64, 1], &[0, 1]]).expect("one block");
+        assert_eq!((row.n, row.rows, row.step), (64, 64, [64, 0]));
+        assert!(super::small_block(&[64, 64], &[&[1, 64], &[1, 64]]).is_none());
+        let f = super::Plan::new(&[64, 64], [&[1, 64], &[1, 64]], [0, 1]);
+        assert_eq!(f.dims.as_slice(), &[4096]);
+    }
 
     /// The AVX2 copy of the kernels gives the bits the baseline copy gives, for every op family,
     /// the special float values and integer edge cases, and every kind of inner loop.
