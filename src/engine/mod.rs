@@ -218,39 +218,82 @@ fn run_tiles<const N: usize>(
     let staged: [bool; N] = std::array::from_fn(|k| {
         k > 0 && operands[k].plain && across[k] == 1 && inner[k].unsigned_abs() >= plan::TILE
     });
+    // Each staged operand's part of the thread's buffer, in u64 words (so every plain element
+    // is aligned).
+    let words: [usize; N] = std::array::from_fn(|k| match staged[k] {
+        true => (plan::TILE * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(8),
+        false => 0,
+    });
     split(plan.len / TILE_LEN, pieces, 1, &|tiles| {
-        // In u64 words, so every plain element is aligned.
-        let mut buffers: [Vec<u64>; N] = std::array::from_fn(|k| match staged[k] {
-            true => vec![0; (TILE_LEN * operands[k].size).div_ceil(8)],
-            false => Vec::new(),
-        });
-        let range = tiles.start * TILE_LEN..tiles.end * TILE_LEN;
-        plan.for_each_block(range, |offs, n, rows, step| {
-            // A range of whole tiles comes as one block per tile.
-            debug_assert_eq!((n, rows), (plan::TILE, plan::TILE));
-            // SAFETY: the plan yields offsets of elements of each operand.
-            let mut ptrs: [*mut u8; N] =
-                std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) });
-            let mut block = Block {
-                n,
-                inner,
-                rows,
-                step,
-            };
-            for k in (0..N).filter(|&k| staged[k]) {
-                let buffer = buffers[k].as_mut_ptr().cast::<u8>();
-                // SAFETY: the tile's elements of operand `k` are at `ptrs[k] + c * inner[k] + r`
-                // (r, c < TILE; its stride across rows is 1), all inside its array; the buffer
-                // holds a tile of its elements, aligned (plain sizes are at most 8), and is
-                // this thread's own.
-                unsafe { transpose::transpose_tile(ptrs[k], inner[k], buffer, operands[k].size) };
-                ptrs[k] = buffer;
-                block.inner[k] = 1;
-                block.step[k] = plan::TILE as isize;
+        with_staging(words.iter().sum(), |buffer| {
+            let mut parts: [*mut u64; N] = [std::ptr::null_mut(); N];
+            let mut at = 0;
+            for k in 0..N {
+                // SAFETY: the buffer holds the sum of the parts' words.
+                parts[k] = unsafe { buffer.as_mut_ptr().add(at) };
+                at += words[k];
             }
-            kernel::call(kernel, ptrs, block)
+            walk_tiles(plan, operands, &staged, parts, tiles, kernel)
         })
     });
+}
+
+/// Runs `f` with this thread's staging buffer grown to at least `words` words. Kept from call
+/// to call (Rayon's threads live on), so a tiled walk does not pay for a fresh buffer's page
+/// faults: at most a few tiles' worth of memory per thread.
+fn with_staging<R>(words: usize, f: impl FnOnce(&mut [u64]) -> R) -> R {
+    thread_local! {
+        static STAGING: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    STAGING.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => {
+            if buffer.len() < words {
+                buffer.resize(words, 0);
+            }
+            f(&mut buffer[..words])
+        }
+        // Never nested in practice; a fresh buffer keeps it correct if it were.
+        Err(_) => f(&mut vec![0; words]),
+    })
+}
+
+/// The whole tiles `tiles` of a tiled walk, each operand with `staged[k]` copied, transposed,
+/// into `parts[k]` (room for one tile of it, this thread's own) before the kernel runs.
+fn walk_tiles<const N: usize>(
+    plan: &Plan<N>,
+    operands: [Operand; N],
+    staged: &[bool; N],
+    parts: [*mut u64; N],
+    tiles: std::ops::Range<usize>,
+    kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
+) {
+    const TILE_LEN: usize = plan::TILE * plan::TILE;
+    let inner = plan.inner_strides();
+    let range = tiles.start * TILE_LEN..tiles.end * TILE_LEN;
+    plan.for_each_block(range, |offs, n, rows, step| {
+        // A range of whole tiles comes as one block per tile.
+        debug_assert_eq!((n, rows), (plan::TILE, plan::TILE));
+        // SAFETY: the plan yields offsets of elements of each operand.
+        let mut ptrs: [*mut u8; N] = std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) });
+        let mut block = Block {
+            n,
+            inner,
+            rows,
+            step,
+        };
+        for k in (0..N).filter(|&k| staged[k]) {
+            let buffer = parts[k].cast::<u8>();
+            // SAFETY: the tile's elements of operand `k` are at `ptrs[k] + c * inner[k] + r`
+            // (r, c < TILE; its stride across rows is 1), all inside its array; the buffer
+            // holds a tile of its elements, aligned (plain sizes are at most 8), and is
+            // this thread's own.
+            unsafe { transpose::transpose_tile(ptrs[k], inner[k], buffer, operands[k].size) };
+            ptrs[k] = buffer;
+            block.inner[k] = 1;
+            block.step[k] = transpose::pitch(operands[k].size) as isize;
+        }
+        kernel::call(kernel, ptrs, block)
+    })
 }
 
 /// A small walk (serial, below [`parallel::PARALLEL_THRESHOLD`]) as one block, when its dims

@@ -30,13 +30,13 @@ pub(super) fn plain_size<T>() -> Option<usize> {
     plain.contains(&id).then_some(std::mem::size_of::<T>())
 }
 
-/// Copies a `TILE x TILE` tile transposed: `dst[r * TILE + c] = src[c * stride + r]`, for
-/// elements of `size` bytes (a size [`plain_size`] returned).
+/// Copies a `TILE x TILE` tile transposed: `dst[r * pitch(size) + c] = src[c * stride + r]`,
+/// for elements of `size` bytes (a size [`plain_size`] returned).
 ///
 /// # Safety
 /// `src` points at a plain element such that every `src[c * stride + r]` (`r, c < TILE`) is an
-/// initialised element of the same array; `dst` is valid for `TILE * TILE` writes of `size`
-/// bytes, aligned for them, and overlaps nothing read.
+/// initialised element of the same array; `dst` is valid for `TILE * pitch(size)` writes of
+/// `size` bytes, aligned for them, and overlaps nothing read.
 pub(super) unsafe fn transpose_tile(src: *const u8, stride: isize, dst: *mut u8, size: usize) {
     match size {
         1 => blocks::<u8>(src.cast(), stride, dst.cast()),
@@ -59,6 +59,13 @@ pub(super) unsafe fn transpose_tile(src: *const u8, stride: isize, dst: *mut u8,
     }
 }
 
+/// The row pitch, in elements, of a staged tile of `size`-byte elements: one cache line more
+/// than a tile row, so the tile's rows (written down a column, 8 at a time) fall in different
+/// L1 sets instead of a few sets of the power-of-two pitch.
+pub(super) const fn pitch(size: usize) -> usize {
+    TILE + 64 / size
+}
+
 /// The portable transpose: 8x8 blocks, each read as eight short runs along source rows, so the
 /// eight lines a block touches stay in L1 while the block is written.
 ///
@@ -72,7 +79,7 @@ unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U) {
             for c in c0..c0 + B {
                 let row = src.offset(c as isize * stride);
                 for r in r0..r0 + B {
-                    *dst.add(r * TILE + c) = *row.add(r);
+                    *dst.add(r * pitch(size_of::<U>()) + c) = *row.add(r);
                 }
             }
         }
@@ -85,12 +92,13 @@ unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U) {
 mod avx {
     use std::arch::x86_64::*;
 
-    use super::TILE;
+    use super::{pitch, TILE};
 
     /// # Safety
     /// As [`super::transpose_tile`] for 4-byte elements, on a CPU with AVX.
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn tile_32(src: *const f32, stride: isize, dst: *mut f32) {
+        const P: usize = pitch(4);
         for c0 in (0..TILE).step_by(8) {
             for r0 in (0..TILE).step_by(8) {
                 let s = src.offset(c0 as isize * stride).add(r0);
@@ -116,11 +124,11 @@ mod avx {
                     _mm256_shuffle_ps::<0x44>(ef1, gh1),
                     _mm256_shuffle_ps::<0xEE>(ef1, gh1),
                 ];
-                let d = dst.add(r0 * TILE + c0);
+                let d = dst.add(r0 * P + c0);
                 for k in 0..4 {
-                    _mm256_storeu_ps(d.add(k * TILE), _mm256_permute2f128_ps::<0x20>(q[k], p[k]));
+                    _mm256_storeu_ps(d.add(k * P), _mm256_permute2f128_ps::<0x20>(q[k], p[k]));
                     _mm256_storeu_ps(
-                        d.add((k + 4) * TILE),
+                        d.add((k + 4) * P),
                         _mm256_permute2f128_ps::<0x31>(q[k], p[k]),
                     );
                 }
@@ -132,6 +140,7 @@ mod avx {
     /// As [`super::transpose_tile`] for 8-byte elements, on a CPU with AVX.
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn tile_64(src: *const f64, stride: isize, dst: *mut f64) {
+        const P: usize = pitch(8);
         for c0 in (0..TILE).step_by(4) {
             for r0 in (0..TILE).step_by(4) {
                 let s = src.offset(c0 as isize * stride).add(r0);
@@ -139,11 +148,11 @@ mod avx {
                 let (a, b, c, e) = (row(0), row(1), row(2), row(3));
                 let (ab0, ab1) = (_mm256_unpacklo_pd(a, b), _mm256_unpackhi_pd(a, b));
                 let (ce0, ce1) = (_mm256_unpacklo_pd(c, e), _mm256_unpackhi_pd(c, e));
-                let d = dst.add(r0 * TILE + c0);
+                let d = dst.add(r0 * P + c0);
                 _mm256_storeu_pd(d, _mm256_permute2f128_pd::<0x20>(ab0, ce0));
-                _mm256_storeu_pd(d.add(TILE), _mm256_permute2f128_pd::<0x20>(ab1, ce1));
-                _mm256_storeu_pd(d.add(2 * TILE), _mm256_permute2f128_pd::<0x31>(ab0, ce0));
-                _mm256_storeu_pd(d.add(3 * TILE), _mm256_permute2f128_pd::<0x31>(ab1, ce1));
+                _mm256_storeu_pd(d.add(P), _mm256_permute2f128_pd::<0x20>(ab1, ce1));
+                _mm256_storeu_pd(d.add(2 * P), _mm256_permute2f128_pd::<0x31>(ab0, ce0));
+                _mm256_storeu_pd(d.add(3 * P), _mm256_permute2f128_pd::<0x31>(ab1, ce1));
             }
         }
     }
@@ -159,15 +168,16 @@ mod tests {
         transpose: unsafe fn(*const T, isize, *mut T),
     ) {
         // Source rows TILE + 3 apart, read from row 1: strides need not be the tile's.
-        let pitch = TILE + 3;
-        let src: Vec<T> = (0..(TILE + 1) * pitch).map(&make).collect();
-        let mut dst = vec![make(0); TILE * TILE];
-        // SAFETY: every src[pitch + c * pitch + r] with r, c < TILE is inside `src`; `dst`
-        // holds TILE * TILE elements of T.
-        unsafe { transpose(src.as_ptr().add(pitch), pitch as isize, dst.as_mut_ptr()) };
+        let sp = TILE + 3;
+        let src: Vec<T> = (0..(TILE + 1) * sp).map(&make).collect();
+        let p = pitch(std::mem::size_of::<T>());
+        let mut dst = vec![make(0); TILE * p];
+        // SAFETY: every src[sp + c * sp + r] with r, c < TILE is inside `src`; `dst` holds
+        // TILE rows of `p` elements of T.
+        unsafe { transpose(src.as_ptr().add(sp), sp as isize, dst.as_mut_ptr()) };
         for r in 0..TILE {
             for c in 0..TILE {
-                assert_eq!(dst[r * TILE + c], src[pitch + c * pitch + r], "({r}, {c})");
+                assert_eq!(dst[r * p + c], src[sp + c * sp + r], "({r}, {c})");
             }
         }
     }
