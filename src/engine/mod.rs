@@ -205,7 +205,8 @@ fn run<const N: usize>(
 
 /// Walks the whole tiles of a transposing plan ([`Plan::tiled`]'s first part), one tile per
 /// block. Each input that is read across its rows and holds plain values is first copied,
-/// transposed, into a per-thread buffer, so the kernel reads it with unit stride.
+/// transposed, into a per-thread buffer ([`SLAB`] rows of a tile at a time), so the kernel
+/// reads it with unit stride.
 fn run_tiles<const N: usize>(
     plan: &Plan<N>,
     operands: [Operand; N],
@@ -221,7 +222,7 @@ fn run_tiles<const N: usize>(
     // Each staged operand's part of the thread's buffer, in u64 words (so every plain element
     // is aligned).
     let words: [usize; N] = std::array::from_fn(|k| match staged[k] {
-        true => (plan::TILE * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(8),
+        true => (SLAB * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(8),
         false => 0,
     });
     split(plan.len / TILE_LEN, pieces, 1, &|tiles| {
@@ -237,6 +238,10 @@ fn run_tiles<const N: usize>(
         })
     });
 }
+
+/// Rows of a tile staged at a time: 16 rows of 4-byte elements are one cache line of each
+/// source row, and a slab of every staged operand fits L1 with the kernel's other streams.
+const SLAB: usize = 16;
 
 /// Runs `f` with this thread's staging buffer grown to at least `words` words. Kept from call
 /// to call (Rayon's threads live on), so a tiled walk does not pay for a fresh buffer's page
@@ -273,26 +278,34 @@ fn walk_tiles<const N: usize>(
     plan.for_each_block(range, |offs, n, rows, step| {
         // A range of whole tiles comes as one block per tile.
         debug_assert_eq!((n, rows), (plan::TILE, plan::TILE));
-        // SAFETY: the plan yields offsets of elements of each operand.
-        let mut ptrs: [*mut u8; N] = std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) });
-        let mut block = Block {
-            n,
-            inner,
-            rows,
-            step,
-        };
-        for k in (0..N).filter(|&k| staged[k]) {
-            let buffer = parts[k].cast::<u8>();
-            // SAFETY: the tile's elements of operand `k` are at `ptrs[k] + c * inner[k] + r`
-            // (r, c < TILE; its stride across rows is 1), all inside its array; the buffer
-            // holds a tile of its elements, aligned (plain sizes are at most 8), and is
-            // this thread's own.
-            unsafe { transpose::transpose_tile(ptrs[k], inner[k], buffer, operands[k].size) };
-            ptrs[k] = buffer;
-            block.inner[k] = 1;
-            block.step[k] = transpose::pitch(operands[k].size) as isize;
+        // Slab by slab: a slab's staged rows stay in L1 from the transpose to the kernel.
+        for first in (0..plan::TILE).step_by(SLAB) {
+            // SAFETY: the plan yields offsets of elements of each operand; the slab's rows
+            // `first..first + SLAB` are rows of the tile.
+            let mut ptrs: [*mut u8; N] = std::array::from_fn(|k| unsafe {
+                operands[k].at(offs[k] + first as isize * step[k])
+            });
+            let mut block = Block {
+                n,
+                inner,
+                rows: SLAB,
+                step,
+            };
+            for k in (0..N).filter(|&k| staged[k]) {
+                let buffer = parts[k].cast::<u8>();
+                // SAFETY: the slab's elements of operand `k` are at `ptrs[k] + c * inner[k] + r`
+                // (r < SLAB, c < TILE; its stride across rows is 1), all inside its array; the
+                // buffer holds SLAB rows of its elements at the staging pitch, aligned (plain
+                // sizes are at most 8), and is this thread's own.
+                unsafe {
+                    transpose::transpose_tile(ptrs[k], inner[k], buffer, operands[k].size, SLAB)
+                };
+                ptrs[k] = buffer;
+                block.inner[k] = 1;
+                block.step[k] = transpose::pitch(operands[k].size) as isize;
+            }
+            kernel::call(kernel, ptrs, block)
         }
-        kernel::call(kernel, ptrs, block)
     })
 }
 

@@ -37,23 +37,30 @@ pub(super) fn plain_size<T>() -> Option<usize> {
 /// `src` points at a plain element such that every `src[c * stride + r]` (`r, c < TILE`) is an
 /// initialised element of the same array; `dst` is valid for `TILE * pitch(size)` writes of
 /// `size` bytes, aligned for them, and overlaps nothing read.
-pub(super) unsafe fn transpose_tile(src: *const u8, stride: isize, dst: *mut u8, size: usize) {
+pub(super) unsafe fn transpose_tile(
+    src: *const u8,
+    stride: isize,
+    dst: *mut u8,
+    size: usize,
+    rows: usize,
+) {
+    debug_assert_eq!(rows % 8, 0);
     match size {
-        1 => blocks::<u8>(src.cast(), stride, dst.cast()),
-        2 => blocks::<u16>(src.cast(), stride, dst.cast()),
+        1 => blocks::<u8>(src.cast(), stride, dst.cast(), rows),
+        2 => blocks::<u16>(src.cast(), stride, dst.cast(), rows),
         4 => {
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx") {
-                return avx::tile_32(src.cast(), stride, dst.cast());
+                return avx::tile_32(src.cast(), stride, dst.cast(), rows);
             }
-            blocks::<u32>(src.cast(), stride, dst.cast())
+            blocks::<u32>(src.cast(), stride, dst.cast(), rows)
         }
         8 => {
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx") {
-                return avx::tile_64(src.cast(), stride, dst.cast());
+                return avx::tile_64(src.cast(), stride, dst.cast(), rows);
             }
-            blocks::<u64>(src.cast(), stride, dst.cast())
+            blocks::<u64>(src.cast(), stride, dst.cast(), rows)
         }
         _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
     }
@@ -72,10 +79,10 @@ pub(super) const fn pitch(size: usize) -> usize {
 /// # Safety
 /// As [`transpose_tile`], with `U` of the element size.
 #[inline(always)]
-unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U) {
+unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U, rows: usize) {
     const B: usize = 8;
     for c0 in (0..TILE).step_by(B) {
-        for r0 in (0..TILE).step_by(B) {
+        for r0 in (0..rows).step_by(B) {
             for c in c0..c0 + B {
                 let row = src.offset(c as isize * stride);
                 for r in r0..r0 + B {
@@ -97,10 +104,10 @@ mod avx {
     /// # Safety
     /// As [`super::transpose_tile`] for 4-byte elements, on a CPU with AVX.
     #[target_feature(enable = "avx")]
-    pub(super) unsafe fn tile_32(src: *const f32, stride: isize, dst: *mut f32) {
+    pub(super) unsafe fn tile_32(src: *const f32, stride: isize, dst: *mut f32, rows: usize) {
         const P: usize = pitch(4);
         for c0 in (0..TILE).step_by(8) {
-            for r0 in (0..TILE).step_by(8) {
+            for r0 in (0..rows).step_by(8) {
                 let s = src.offset(c0 as isize * stride).add(r0);
                 let row = |k: isize| _mm256_loadu_ps(s.offset(k * stride));
                 // Interleave pairs, then quads, then swap 128-bit halves.
@@ -139,10 +146,10 @@ mod avx {
     /// # Safety
     /// As [`super::transpose_tile`] for 8-byte elements, on a CPU with AVX.
     #[target_feature(enable = "avx")]
-    pub(super) unsafe fn tile_64(src: *const f64, stride: isize, dst: *mut f64) {
+    pub(super) unsafe fn tile_64(src: *const f64, stride: isize, dst: *mut f64, rows: usize) {
         const P: usize = pitch(8);
         for c0 in (0..TILE).step_by(4) {
-            for r0 in (0..TILE).step_by(4) {
+            for r0 in (0..rows).step_by(4) {
                 let s = src.offset(c0 as isize * stride).add(r0);
                 let row = |k: isize| _mm256_loadu_pd(s.offset(k * stride));
                 let (a, b, c, e) = (row(0), row(1), row(2), row(3));
@@ -165,27 +172,34 @@ mod tests {
     /// Runs `transpose` over a tile of `make`'s values and checks every element.
     fn check<T: Copy + PartialEq + std::fmt::Debug>(
         make: impl Fn(usize) -> T,
-        transpose: unsafe fn(*const T, isize, *mut T),
+        transpose: unsafe fn(*const T, isize, *mut T, usize),
     ) {
         // Source rows TILE + 3 apart, read from row 1: strides need not be the tile's.
         let sp = TILE + 3;
         let src: Vec<T> = (0..(TILE + 1) * sp).map(&make).collect();
         let p = pitch(std::mem::size_of::<T>());
-        let mut dst = vec![make(0); TILE * p];
-        // SAFETY: every src[sp + c * sp + r] with r, c < TILE is inside `src`; `dst` holds
-        // TILE rows of `p` elements of T.
-        unsafe { transpose(src.as_ptr().add(sp), sp as isize, dst.as_mut_ptr()) };
-        for r in 0..TILE {
-            for c in 0..TILE {
-                assert_eq!(dst[r * p + c], src[sp + c * sp + r], "({r}, {c})");
+        // A whole tile, and a slab of 16 rows (16 source columns) from column 8.
+        for (rows, first) in [(TILE, 0), (16, 8)] {
+            let mut dst = vec![make(0); rows * p];
+            // SAFETY: every src[sp + first + c * sp + r] with r < rows + first <= TILE + 8 and
+            // c < TILE is inside `src`; `dst` holds `rows` rows of `p` elements of T.
+            unsafe {
+                let from = src.as_ptr().add(sp + first);
+                transpose(from, sp as isize, dst.as_mut_ptr(), rows)
+            };
+            for r in 0..rows {
+                for c in 0..TILE {
+                    let want = src[sp + first + c * sp + r];
+                    assert_eq!(dst[r * p + c], want, "({r}, {c}) of {rows}");
+                }
             }
         }
     }
 
     /// The dispatching entry point, as the engine calls it.
-    unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T) {
+    unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, rows: usize) {
         let size = plain_size::<T>().expect("a primitive is plain");
-        transpose_tile(src.cast(), stride, dst.cast(), size)
+        transpose_tile(src.cast(), stride, dst.cast(), size, rows)
     }
 
     #[test]
