@@ -213,7 +213,6 @@ fn run_tiles<const N: usize>(
     pieces: usize,
     kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
 ) {
-    const TILE_LEN: usize = plan::TILE * plan::TILE;
     let d = plan.dims.len();
     let (inner, across) = (plan.strides[d - 1], plan.strides[d - 2]);
     let staged: [bool; N] = std::array::from_fn(|k| {
@@ -239,6 +238,9 @@ fn run_tiles<const N: usize>(
     });
 }
 
+/// Elements in a whole tile.
+const TILE_LEN: usize = plan::TILE * plan::TILE;
+
 /// Rows of a tile staged at a time: 16 rows of 4-byte elements are one cache line of each
 /// source row, and a slab of every staged operand fits L1 with the kernel's other streams.
 const SLAB: usize = 16;
@@ -262,8 +264,9 @@ fn with_staging<R>(words: usize, f: impl FnOnce(&mut [u64]) -> R) -> R {
     })
 }
 
-/// The whole tiles `tiles` of a tiled walk, each operand with `staged[k]` copied, transposed,
-/// into `parts[k]` (room for one tile of it, this thread's own) before the kernel runs.
+/// The whole tiles `tiles` of a tiled walk, [`SLAB`] rows at a time, each operand with
+/// `staged[k]` first copied, transposed, into `parts[k]` (room for a slab of it at the staging
+/// pitch, this thread's own).
 fn walk_tiles<const N: usize>(
     plan: &Plan<N>,
     operands: [Operand; N],
@@ -272,7 +275,6 @@ fn walk_tiles<const N: usize>(
     tiles: std::ops::Range<usize>,
     kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
 ) {
-    const TILE_LEN: usize = plan::TILE * plan::TILE;
     let inner = plan.inner_strides();
     let range = tiles.start * TILE_LEN..tiles.end * TILE_LEN;
     plan.for_each_block(range, |offs, n, rows, step| {

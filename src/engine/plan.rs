@@ -233,13 +233,12 @@ impl<const N: usize> Plan<N> {
 /// arithmetic does, so the walk stays unit-stride instead of transposing every operand.
 #[inline]
 pub(crate) fn output_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<usize>> {
-    // Size-1 dims have no memory order to follow; stride 0 (broadcast) says nothing either.
     // Plain loops, inlined: every small op passes here.
     let c_ordered = |strides: &[isize]| {
         let mut outer = usize::MAX;
         for (&n, &s) in shape.iter().zip(strides) {
-            let s = s.unsigned_abs();
-            if n != 1 && s != 0 {
+            let s = order_stride(n, s);
+            if s != 0 {
                 if s > outer {
                     return false;
                 }
@@ -255,13 +254,21 @@ pub(crate) fn output_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<
     sorted_order(shape, inputs)
 }
 
+/// What an input's stride `s` along a dim of size `n` says about memory order: its size, or 0
+/// for nothing (a size-1 dim has no order to follow; a broadcast, stride 0, none either).
+#[inline(always)]
+fn order_stride(n: usize, s: isize) -> usize {
+    if n == 1 {
+        0
+    } else {
+        s.unsigned_abs()
+    }
+}
+
 /// [`output_order`] for inputs that are not all C-ordered: an insertion sort of the dims.
 #[inline(never)]
 fn sorted_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<usize>> {
-    let stride = |k: usize, ax: usize| match shape[ax] {
-        1 => 0,
-        _ => inputs[k][ax].unsigned_abs(),
-    };
+    let stride = |k: usize, ax: usize| order_stride(shape[ax], inputs[k][ax]);
     let mut order: Nest<usize> = SmallVec::new();
     for ax in 0..shape.len() {
         let mut at = order.len();

@@ -30,13 +30,14 @@ pub(super) fn plain_size<T>() -> Option<usize> {
     plain.contains(&id).then_some(std::mem::size_of::<T>())
 }
 
-/// Copies a `TILE x TILE` tile transposed: `dst[r * pitch(size) + c] = src[c * stride + r]`,
-/// for elements of `size` bytes (a size [`plain_size`] returned).
+/// Copies `rows` rows (a multiple of 8) of a tile transposed:
+/// `dst[r * pitch(size) + c] = src[c * stride + r]` for `r < rows`, `c < TILE`, for elements of
+/// `size` bytes (a size [`plain_size`] returned).
 ///
 /// # Safety
-/// `src` points at a plain element such that every `src[c * stride + r]` (`r, c < TILE`) is an
-/// initialised element of the same array; `dst` is valid for `TILE * pitch(size)` writes of
-/// `size` bytes, aligned for them, and overlaps nothing read.
+/// `src` points at a plain element such that every `src[c * stride + r]` (`r < rows`,
+/// `c < TILE`) is an initialised element of the same array; `dst` is valid for
+/// `rows * pitch(size)` writes of `size` bytes, aligned for them, and overlaps nothing read.
 pub(super) unsafe fn transpose_tile(
     src: *const u8,
     stride: isize,
@@ -81,12 +82,13 @@ pub(super) const fn pitch(size: usize) -> usize {
 #[inline(always)]
 unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U, rows: usize) {
     const B: usize = 8;
+    let p = pitch(size_of::<U>());
     for c0 in (0..TILE).step_by(B) {
         for r0 in (0..rows).step_by(B) {
             for c in c0..c0 + B {
                 let row = src.offset(c as isize * stride);
                 for r in r0..r0 + B {
-                    *dst.add(r * pitch(size_of::<U>()) + c) = *row.add(r);
+                    *dst.add(r * p + c) = *row.add(r);
                 }
             }
         }
