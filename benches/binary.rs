@@ -111,6 +111,10 @@ where
         group.bench_function("ndarray_ops/both_transposed", |bench| {
             bench.iter(|| black_box(&at + &bt))
         });
+        // The strict operators go through the same engine as `add_bcast`.
+        group.bench_function("xla_bcast/strict_operator", |bench| {
+            bench.iter(|| black_box(a_full.strict() + &b_full))
+        });
         // The scalar as a rank-0 array, made once like every other operand.
         let s = T::from(3).unwrap();
         let s0 = ndarray::arr0(s);
