@@ -38,7 +38,7 @@
 //! | [`error`] | [`BroadcastError`] |
 //!
 //! Every op runs through one kernel engine (dim merging, loop order from the strides,
-//! vectorisable inner loops, tiled transposes, Rayon above [`PARALLEL_THRESHOLD`] elements,
+//! vectorisable inner loops, tiled transposes, Rayon above [`PARALLEL_THRESHOLD_BYTES`],
 //! controlled by [`Parallelism`]).
 #![warn(missing_docs)]
 
@@ -56,7 +56,7 @@ mod view;
 
 pub use element::XlaElement;
 pub use engine::parallel::{
-    parallelism, set_parallelism, with_parallelism, Parallelism, PARALLEL_THRESHOLD,
+    parallelism, set_parallelism, with_parallelism, Parallelism, PARALLEL_THRESHOLD_BYTES,
 };
 pub use error::BroadcastError;
 pub use reduce::unbroadcast_grads;

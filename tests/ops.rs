@@ -471,3 +471,58 @@ fn scalar_operands_on_either_side() {
     let r: Array<i64, IxDyn> = arr0(2i64).add_bcast(&arr0(3i64).into_dyn(), &[]).unwrap();
     assert_eq!(r, arr0(5).into_dyn());
 }
+
+#[test]
+fn outputs_at_every_alignment() {
+    // A long unit-stride run is split where its output reaches a 32-byte boundary (so that wide
+    // stores stay aligned): every start of the output inside a buffer must give the same values,
+    // for every element size and inner-loop kind.
+    let (m, n) = (3, 2100); // runs of 2100 elements: long enough to split even for bytes
+    let a = Array2::from_shape_fn((m, n), |(i, j)| ((i * 7919 + j * 31) % 1000) as f32 - 500.0);
+    let b = Array2::from_shape_fn((m, n), |(i, j)| ((i + j * 13) % 97) as f32);
+    let row = Array2::from_shape_fn((1, n), |(_, j)| (j % 17) as i64);
+    let col = Array2::from_shape_fn((m, 1), |(i, _)| (i * 3 + 1) as u8);
+    let bytes = Array2::from_shape_fn((m, n), |(i, j)| ((i * 5 + j) % 251) as u8);
+    let at = a.t().to_owned(); // `at.t()` reads `a`'s values across its rows
+    fn view_at<T: Clone + Default>(
+        buf: &mut Array1<T>,
+        off: usize,
+        m: usize,
+        n: usize,
+    ) -> ndarray::ArrayViewMut2<'_, T> {
+        buf.slice_mut(s![off..off + m * n])
+            .into_shape_with_order((m, n))
+            .unwrap()
+    }
+    for off in 0..9 {
+        let mut buf = Array1::<f32>::zeros(m * n + 9);
+        let mut out = view_at(&mut buf, off, m, n);
+        a.add_bcast_into(&b, &[], &mut out).unwrap();
+        assert_eq!(out, &a + &b, "f32 same shape, offset {off}");
+        at.t().sub_bcast_into(&b, &[], &mut out).unwrap();
+        assert_eq!(out, &a - &b, "f32 transposed lhs, offset {off}");
+        out.assign(&a);
+        out.mul_assign_bcast(&b, &[]).unwrap();
+        assert_eq!(out, &a * &b, "f32 in place, offset {off}");
+
+        let ai = a.mapv(|x| x as i64);
+        let mut buf = Array1::<i64>::zeros(m * n + 9);
+        let mut out = view_at(&mut buf, off, m, n);
+        ai.sub_bcast_into(&row, &[], &mut out).unwrap();
+        assert_eq!(out, &ai - &row, "i64 row broadcast, offset {off}");
+        row.add_bcast_into(&ai, &[], &mut out).unwrap();
+        assert_eq!(out, &row + &ai, "i64 broadcast lhs, offset {off}");
+
+        let mut buf = Array1::<u8>::zeros(m * n + 9);
+        let mut out = view_at(&mut buf, off, m, n);
+        bytes.mul_bcast_into(&col, &[], &mut out).unwrap();
+        let want = Array2::from_shape_fn((m, n), |(i, j)| bytes[[i, j]].wrapping_mul(col[[i, 0]]));
+        assert_eq!(out, want, "u8 column broadcast, offset {off}");
+
+        let mut buf = Array1::<bool>::default(m * n + 9);
+        let mut out = view_at(&mut buf, off, m, n);
+        a.lt_bcast_into(&b, &[], &mut out).unwrap();
+        let want = Array2::from_shape_fn((m, n), |(i, j)| a[[i, j]] < b[[i, j]]);
+        assert_eq!(out, want, "bool comparison, offset {off}");
+    }
+}

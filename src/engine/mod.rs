@@ -5,7 +5,7 @@
 //!   -> Plan    drop size-1 dims, order dims by the written array's strides, merge contiguous dims
 //!   -> tiles   a walk that reads an operand across its rows goes tile by tile, each tile of
 //!              such an operand copied transposed into a buffer first (plain element types)
-//!   -> split   serial below PARALLEL_THRESHOLD, else contiguous ranges (or whole tiles) over Rayon
+//!   -> split   serial below PARALLEL_THRESHOLD_BYTES, else contiguous ranges (or whole tiles) over Rayon
 //!   -> kernel  per run of the inner loop: slices for unit strides, a scalar for stride 0
 //! ```
 
@@ -170,11 +170,12 @@ fn run<const N: usize>(
     operands: [Operand; N],
     kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
 ) {
-    if let Some(block) = small_block(shape, &strides) {
+    let width = operands.iter().map(|o| o.size).max().unwrap_or(1);
+    if let Some(block) = small_block(shape, &strides, width) {
         return kernel::call(kernel, operands.map(|o| o.ptr.0), block);
     }
     let plan = Plan::new(shape, strides, std::array::from_fn(|k| k));
-    let pieces = pieces(plan.len);
+    let pieces = pieces(plan.len, width);
     let walk = |plan: &Plan<N>| {
         let inner = plan.inner_strides();
         split(plan.len, pieces, 64, &|range| {
@@ -311,16 +312,21 @@ fn walk_tiles<const N: usize>(
     })
 }
 
-/// A small walk (serial, below [`parallel::PARALLEL_THRESHOLD`]) as one block, when its dims
+/// A small walk (serial: below [`parallel::PARALLEL_THRESHOLD_BYTES`], elements of at most
+/// `width` bytes) as one block, when its dims
 /// merge into at most two in their own order and that order runs the written array's inner
 /// loop along its smaller stride: the common small cases then skip planning altogether. (Data
 /// this small sits in cache, but a strided inner loop does not vectorise: an F-ordered output
 /// goes to the planner, which walks it in memory order.)
-fn small_block<const N: usize>(shape: &[usize], strides: &[&[isize]; N]) -> Option<Block<N>> {
+fn small_block<const N: usize>(
+    shape: &[usize],
+    strides: &[&[isize]; N],
+    width: usize,
+) -> Option<Block<N>> {
     let len = shape
         .iter()
         .try_fold(1usize, |acc, &n| acc.checked_mul(n))?;
-    if len == 0 || len >= parallel::PARALLEL_THRESHOLD {
+    if len == 0 || !parallel::is_small(len, width) {
         return None;
     }
     // (len, strides) of the inner and outer merged dims.
@@ -537,10 +543,15 @@ pub(crate) fn reduce<A, D, E>(
         })
     };
     let folds_outer = plan.strides[0][0] == 0 && rows > 1;
-    if plan.len < parallel::PARALLEL_THRESHOLD || !folds_outer {
+    let width = std::mem::size_of::<A>();
+    if parallel::is_small(plan.len, width) || !folds_outer {
         // Each thread takes whole outer indices, which own distinct accumulator elements (or
         // the outer dim folds and the work stays on one thread).
-        let pieces = if folds_outer { 1 } else { pieces(plan.len) };
+        let pieces = if folds_outer {
+            1
+        } else {
+            pieces(plan.len, width)
+        };
         split(rows, pieces, 1, &|r| {
             fold(pa, &plan, r.start * row_len..r.end * row_len)
         });
@@ -550,7 +561,7 @@ pub(crate) fn reduce<A, D, E>(
     let blocks = REDUCE_BLOCKS.min(rows);
     let partials: Vec<std::sync::Mutex<Option<Array<A, IxDyn>>>> =
         (0..blocks).map(|_| std::sync::Mutex::new(None)).collect();
-    for_each_index(blocks, pieces(plan.len), &|b| {
+    for_each_index(blocks, pieces(plan.len, width), &|b| {
         let mut part = Array::from_elem(IxDyn(acc.shape()), identity.clone());
         let part_strides = acc_strides(&part, acc_dim, src.shape());
         let part_plan = Plan::new(src.shape(), [&part_strides, src.strides()], [1, 0]);
@@ -596,11 +607,11 @@ mod tests {
     /// stride (so it vectorises); an F-ordered output goes to the planner, which merges it.
     #[test]
     fn small_walks_keep_unit_stride_outputs() {
-        let c = super::small_block(&[64, 64], &[&[64, 1], &[64, 1]]).expect("one block");
+        let c = super::small_block(&[64, 64], &[&[64, 1], &[64, 1]], 4).expect("one block");
         assert_eq!((c.n, c.inner), (4096, [1, 1]));
-        let row = super::small_block(&[64, 64], &[&[64, 1], &[0, 1]]).expect("one block");
+        let row = super::small_block(&[64, 64], &[&[64, 1], &[0, 1]], 4).expect("one block");
         assert_eq!((row.n, row.rows, row.step), (64, 64, [64, 0]));
-        assert!(super::small_block(&[64, 64], &[&[1, 64], &[1, 64]]).is_none());
+        assert!(super::small_block(&[64, 64], &[&[1, 64], &[1, 64]], 4).is_none());
         let f = super::Plan::new(&[64, 64], [&[1, 64], &[1, 64]], [0, 1]);
         assert_eq!(f.dims.as_slice(), &[4096]);
     }
