@@ -83,8 +83,8 @@ pub(crate) struct Block<const N: usize> {
 /// 0.76-0.98 us off by 16).
 const STORE_ALIGN: usize = 32;
 
-/// Shorter runs are not split: the second loop start costs more than the straddling stores
-/// save (64x64 f32 `(M,N) + (M,1)`: 0.43 us whole, 0.97 us split).
+/// Shorter runs are not split: there the second loop start costs more than the straddling
+/// stores save (64x64 f32 `(M,N) + (M,1)`, runs of 64: 0.49 us whole, 0.57 us split).
 const SPLIT_MIN_BYTES: usize = 2048;
 
 /// The size of the elements `p` points to.
@@ -94,9 +94,9 @@ fn size_at<T>(_: *const T) -> usize {
 }
 
 /// Runs `$body` once per run of `$blk`, with the pointers moved to that run's start and `$n` its
-/// length; the first pointer is the output. A run whose output has unit stride goes as two
-/// pieces, split at the output's first [`STORE_ALIGN`] boundary. The stride pattern is matched
-/// once per block, not per run.
+/// length; the first pointer is the output. In a block of long runs whose output has unit
+/// stride, each run goes as two pieces, split at the output's first [`STORE_ALIGN`] boundary.
+/// The stride pattern and the choice to split are made once per block, not per run.
 macro_rules! per_run {
     ($blk:expr, [$o:ident $(, $p:ident)*], $n:ident, $body:block) => {
         if $blk.inner[0] == 1 && $blk.n * size_at($o) >= SPLIT_MIN_BYTES {
