@@ -374,6 +374,36 @@ fn transposed_operands_in_tiled_walks() {
     assert!(back.is_standard_layout());
     assert_eq!(back, c.into_dyn());
 
+    // Small transposes tile too (one tile at the smallest size, else tiles and edges), for
+    // every staging width.
+    for (m, n) in [(128, 128), (137, 203), (255, 129)] {
+        let t = Array2::from_shape_fn((n, m), |(i, j)| ((i * 13 + j * 7) % 251) as i64);
+        let x = t.t();
+        let y = Array2::from_shape_fn((m, n), |(i, j)| ((i + j * 3) % 7) as i64);
+        let want = Array2::from_shape_fn((m, n), |(i, j)| x[[i, j]] * 2 + y[[i, j]]);
+        let (x1, y1) = (x.mapv(|v| v as u8), y.mapv(|v| v as u8));
+        assert_eq!(
+            x1.add_bcast(&x1, &[]).unwrap().add_bcast(&y1, &[]).unwrap(),
+            want.mapv(|v| v as u8)
+        );
+        let (x2, y2) = (x.mapv(|v| v as i16), y.mapv(|v| v as i16));
+        assert_eq!(
+            x2.add_bcast(&x2, &[]).unwrap().add_bcast(&y2, &[]).unwrap(),
+            want.mapv(|v| v as i16)
+        );
+        let (x4, y4) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
+        assert_eq!(
+            (x4.mul_bcast(&arr0(2.0), &[]).unwrap())
+                .add_bcast(&y4, &[])
+                .unwrap(),
+            want.mapv(|v| v as f32)
+        );
+        assert_eq!(
+            y.add_bcast(&x, &[]).unwrap().add_bcast(&x, &[]).unwrap(),
+            want
+        );
+    }
+
     // Not plain: the walk reads it in place instead of staging it.
     let names = plain.mapv(|v| v.to_string());
     let r = names

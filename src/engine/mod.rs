@@ -217,7 +217,7 @@ fn run_tiles<const N: usize>(
     let d = plan.dims.len();
     let (inner, across) = (plan.strides[d - 1], plan.strides[d - 2]);
     let staged: [bool; N] = std::array::from_fn(|k| {
-        k > 0 && operands[k].plain && across[k] == 1 && inner[k].unsigned_abs() >= plan::TILE
+        k > 0 && operands[k].plain && across[k] == 1 && inner[k].unsigned_abs() >= plan::MIN_TILE
     });
     // Each staged operand's part of the thread's buffer, in u64 words (so every plain element
     // is aligned).
@@ -225,7 +225,8 @@ fn run_tiles<const N: usize>(
         true => (SLAB * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(8),
         false => 0,
     });
-    split(plan.len / TILE_LEN, pieces, 1, &|tiles| {
+    let tile = [plan.dims[d - 2], plan.dims[d - 1]];
+    split(plan.len / (tile[0] * tile[1]), pieces, 1, &|tiles| {
         with_staging(words.iter().sum(), |buffer| {
             let mut parts: [*mut u64; N] = [std::ptr::null_mut(); N];
             let mut at = 0;
@@ -234,17 +235,15 @@ fn run_tiles<const N: usize>(
                 parts[k] = unsafe { buffer.as_mut_ptr().add(at) };
                 at += words[k];
             }
-            walk_tiles(plan, operands, &staged, parts, tiles, kernel)
+            walk_tiles(plan, tile, operands, &staged, parts, tiles, kernel)
         })
     });
 }
 
-/// Elements in a whole tile.
-const TILE_LEN: usize = plan::TILE * plan::TILE;
-
 /// Rows of a tile staged at a time: 16 rows of 4-byte elements are one cache line of each
 /// source row, and a slab of every staged operand fits L1 with the kernel's other streams.
 const SLAB: usize = 16;
+const _: () = assert!(plan::ROW_MULTIPLE % SLAB == 0 && SLAB % 8 == 0);
 
 /// Runs `f` with this thread's staging buffer grown to at least `words` words. Kept from call
 /// to call (Rayon's threads live on), so a tiled walk does not pay for a fresh buffer's page
@@ -265,11 +264,13 @@ fn with_staging<R>(words: usize, f: impl FnOnce(&mut [u64]) -> R) -> R {
     })
 }
 
-/// The whole tiles `tiles` of a tiled walk, [`SLAB`] rows at a time, each operand with
+/// The whole tiles `tiles` (each `tile` rows by columns) of a tiled walk, [`SLAB`] rows at a
+/// time, each operand with
 /// `staged[k]` first copied, transposed, into `parts[k]` (room for a slab of it at the staging
 /// pitch, this thread's own).
 fn walk_tiles<const N: usize>(
     plan: &Plan<N>,
+    [tile_rows, tile_cols]: [usize; 2],
     operands: [Operand; N],
     staged: &[bool; N],
     parts: [*mut u64; N],
@@ -277,12 +278,13 @@ fn walk_tiles<const N: usize>(
     kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
 ) {
     let inner = plan.inner_strides();
-    let range = tiles.start * TILE_LEN..tiles.end * TILE_LEN;
+    let tile_len = tile_rows * tile_cols;
+    let range = tiles.start * tile_len..tiles.end * tile_len;
     plan.for_each_block(range, |offs, n, rows, step| {
         // A range of whole tiles comes as one block per tile.
-        debug_assert_eq!((n, rows), (plan::TILE, plan::TILE));
+        debug_assert_eq!((rows, n), (tile_rows, tile_cols));
         // Slab by slab: a slab's staged rows stay in L1 from the transpose to the kernel.
-        for first in (0..plan::TILE).step_by(SLAB) {
+        for first in (0..tile_rows).step_by(SLAB) {
             // SAFETY: the plan yields offsets of elements of each operand; the slab's rows
             // `first..first + SLAB` are rows of the tile.
             let mut ptrs: [*mut u8; N] = std::array::from_fn(|k| unsafe {
@@ -297,11 +299,17 @@ fn walk_tiles<const N: usize>(
             for k in (0..N).filter(|&k| staged[k]) {
                 let buffer = parts[k].cast::<u8>();
                 // SAFETY: the slab's elements of operand `k` are at `ptrs[k] + c * inner[k] + r`
-                // (r < SLAB, c < TILE; its stride across rows is 1), all inside its array; the
+                // (r < SLAB, c < n; its stride across rows is 1), all inside its array; the
                 // buffer holds SLAB rows of its elements at the staging pitch, aligned (plain
                 // sizes are at most 8), and is this thread's own.
                 unsafe {
-                    transpose::transpose_tile(ptrs[k], inner[k], buffer, operands[k].size, SLAB)
+                    transpose::transpose_tile(
+                        ptrs[k],
+                        inner[k],
+                        buffer,
+                        operands[k].size,
+                        [SLAB, n],
+                    )
                 };
                 ptrs[k] = buffer;
                 block.inner[k] = 1;
@@ -313,11 +321,11 @@ fn walk_tiles<const N: usize>(
 }
 
 /// A small walk (serial: below [`parallel::PARALLEL_THRESHOLD_BYTES`], elements of at most
-/// `width` bytes) as one block, when its dims
-/// merge into at most two in their own order and that order runs the written array's inner
-/// loop along its smaller stride: the common small cases then skip planning altogether. (Data
-/// this small sits in cache, but a strided inner loop does not vectorise: an F-ordered output
-/// goes to the planner, which walks it in memory order.)
+/// `width` bytes) as one block, when its dims merge into at most two in their own order and
+/// that order runs the written array's inner loop along its smaller stride: the common small
+/// cases then skip planning altogether. (Data this small sits in cache, but a strided inner
+/// loop does not vectorise: an F-ordered output goes to the planner, which walks it in memory
+/// order, and so does a walk that reads an input across its rows, which the planner tiles.)
 fn small_block<const N: usize>(
     shape: &[usize],
     strides: &[&[isize]; N],
@@ -353,6 +361,11 @@ fn small_block<const N: usize>(
     }
     let [(n, inner), (rows, step)] = merged;
     if rows > 1 && step[0].unsigned_abs() < inner[0].unsigned_abs() {
+        return None;
+    }
+    let transposes =
+        |k: usize| step[k].unsigned_abs() == 1 && inner[k].unsigned_abs() >= plan::MIN_TILE;
+    if rows >= plan::MIN_TILE && n >= plan::MIN_TILE && (1..N).any(transposes) {
         return None;
     }
     Some(Block {

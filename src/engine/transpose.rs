@@ -30,38 +30,39 @@ pub(super) fn plain_size<T>() -> Option<usize> {
     plain.contains(&id).then_some(std::mem::size_of::<T>())
 }
 
-/// Copies `rows` rows (a multiple of 8) of a tile transposed:
-/// `dst[r * pitch(size) + c] = src[c * stride + r]` for `r < rows`, `c < TILE`, for elements of
-/// `size` bytes (a size [`plain_size`] returned).
+/// Copies `rows` rows of a tile `cols` wide (both multiples of 8, `cols <= TILE`) transposed:
+/// `dst[r * pitch(size) + c] = src[c * stride + r]` for `r < rows`, `c < cols`, for elements
+/// of `size` bytes (a size [`plain_size`] returned).
 ///
 /// # Safety
 /// `src` points at a plain element such that every `src[c * stride + r]` (`r < rows`,
-/// `c < TILE`) is an initialised element of the same array; `dst` is valid for
+/// `c < cols`) is an initialised element of the same array; `dst` is valid for
 /// `rows * pitch(size)` writes of `size` bytes, aligned for them, and overlaps nothing read.
 pub(super) unsafe fn transpose_tile(
     src: *const u8,
     stride: isize,
     dst: *mut u8,
     size: usize,
-    rows: usize,
+    [rows, cols]: [usize; 2],
 ) {
-    debug_assert_eq!(rows % 8, 0);
+    debug_assert!(rows % 8 == 0 && cols % 8 == 0 && cols <= TILE);
+    let shape = [rows, cols];
     match size {
-        1 => blocks::<u8>(src.cast(), stride, dst.cast(), rows),
-        2 => blocks::<u16>(src.cast(), stride, dst.cast(), rows),
+        1 => blocks::<u8>(src.cast(), stride, dst.cast(), shape),
+        2 => blocks::<u16>(src.cast(), stride, dst.cast(), shape),
         4 => {
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx") {
-                return avx::tile_32(src.cast(), stride, dst.cast(), rows);
+                return avx::tile_32(src.cast(), stride, dst.cast(), shape);
             }
-            blocks::<u32>(src.cast(), stride, dst.cast(), rows)
+            blocks::<u32>(src.cast(), stride, dst.cast(), shape)
         }
         8 => {
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx") {
-                return avx::tile_64(src.cast(), stride, dst.cast(), rows);
+                return avx::tile_64(src.cast(), stride, dst.cast(), shape);
             }
-            blocks::<u64>(src.cast(), stride, dst.cast(), rows)
+            blocks::<u64>(src.cast(), stride, dst.cast(), shape)
         }
         _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
     }
@@ -80,10 +81,10 @@ pub(super) const fn pitch(size: usize) -> usize {
 /// # Safety
 /// As [`transpose_tile`], with `U` of the element size.
 #[inline(always)]
-unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U, rows: usize) {
+unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U, [rows, cols]: [usize; 2]) {
     const B: usize = 8;
     let p = pitch(size_of::<U>());
-    for c0 in (0..TILE).step_by(B) {
+    for c0 in (0..cols).step_by(B) {
         for r0 in (0..rows).step_by(B) {
             for c in c0..c0 + B {
                 let row = src.offset(c as isize * stride);
@@ -101,45 +102,45 @@ unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U, rows: usize
 mod avx {
     use std::arch::x86_64::*;
 
-    use super::{pitch, TILE};
+    use super::pitch;
 
     /// # Safety
     /// As [`super::transpose_tile`] for 4-byte elements, on a CPU with AVX.
     #[target_feature(enable = "avx")]
-    pub(super) unsafe fn tile_32(src: *const f32, stride: isize, dst: *mut f32, rows: usize) {
+    pub(super) unsafe fn tile_32(
+        src: *const f32,
+        stride: isize,
+        dst: *mut f32,
+        [rows, cols]: [usize; 2],
+    ) {
         const P: usize = pitch(4);
-        for c0 in (0..TILE).step_by(8) {
+        for c0 in (0..cols).step_by(8) {
             for r0 in (0..rows).step_by(8) {
                 let s = src.offset(c0 as isize * stride).add(r0);
-                let row = |k: isize| _mm256_loadu_ps(s.offset(k * stride));
-                // Interleave pairs, then quads, then swap 128-bit halves.
-                let (a, b) = (row(0), row(1));
-                let (c, d) = (row(2), row(3));
-                let (e, f) = (row(4), row(5));
-                let (g, h) = (row(6), row(7));
-                let (ab0, ab1) = (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
-                let (cd0, cd1) = (_mm256_unpacklo_ps(c, d), _mm256_unpackhi_ps(c, d));
-                let (ef0, ef1) = (_mm256_unpacklo_ps(e, f), _mm256_unpackhi_ps(e, f));
-                let (gh0, gh1) = (_mm256_unpacklo_ps(g, h), _mm256_unpackhi_ps(g, h));
-                let q = [
-                    _mm256_shuffle_ps::<0x44>(ab0, cd0),
-                    _mm256_shuffle_ps::<0xEE>(ab0, cd0),
-                    _mm256_shuffle_ps::<0x44>(ab1, cd1),
-                    _mm256_shuffle_ps::<0xEE>(ab1, cd1),
-                ];
-                let p = [
-                    _mm256_shuffle_ps::<0x44>(ef0, gh0),
-                    _mm256_shuffle_ps::<0xEE>(ef0, gh0),
-                    _mm256_shuffle_ps::<0x44>(ef1, gh1),
-                    _mm256_shuffle_ps::<0xEE>(ef1, gh1),
-                ];
+                // Source rows k and k + 4, elements `at..at + 4` of each, in one register: the
+                // 128-bit lane swap is done by the loads (an insert from memory does not use the
+                // shuffle port, which is what bounds a register transpose).
+                let pair = |k: isize, at: usize| {
+                    let lo = _mm_loadu_ps(s.offset(k * stride).add(at));
+                    let hi = _mm_loadu_ps(s.offset((k + 4) * stride).add(at));
+                    _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi)
+                };
                 let d = dst.add(r0 * P + c0);
-                for k in 0..4 {
-                    _mm256_storeu_ps(d.add(k * P), _mm256_permute2f128_ps::<0x20>(q[k], p[k]));
-                    _mm256_storeu_ps(
-                        d.add((k + 4) * P),
-                        _mm256_permute2f128_ps::<0x31>(q[k], p[k]),
-                    );
+                for half in 0..2 {
+                    let at = 4 * half;
+                    let (a, b, c, e) = (pair(0, at), pair(1, at), pair(2, at), pair(3, at));
+                    // Interleave pairs, then quads: lane 0 holds rows 0-3, lane 1 rows 4-7.
+                    let (ab0, ab1) = (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+                    let (ce0, ce1) = (_mm256_unpacklo_ps(c, e), _mm256_unpackhi_ps(c, e));
+                    let out = [
+                        _mm256_shuffle_ps::<0x44>(ab0, ce0),
+                        _mm256_shuffle_ps::<0xEE>(ab0, ce0),
+                        _mm256_shuffle_ps::<0x44>(ab1, ce1),
+                        _mm256_shuffle_ps::<0xEE>(ab1, ce1),
+                    ];
+                    for (j, v) in out.into_iter().enumerate() {
+                        _mm256_storeu_ps(d.add((at + j) * P), v);
+                    }
                 }
             }
         }
@@ -148,20 +149,30 @@ mod avx {
     /// # Safety
     /// As [`super::transpose_tile`] for 8-byte elements, on a CPU with AVX.
     #[target_feature(enable = "avx")]
-    pub(super) unsafe fn tile_64(src: *const f64, stride: isize, dst: *mut f64, rows: usize) {
+    pub(super) unsafe fn tile_64(
+        src: *const f64,
+        stride: isize,
+        dst: *mut f64,
+        [rows, cols]: [usize; 2],
+    ) {
         const P: usize = pitch(8);
-        for c0 in (0..TILE).step_by(4) {
+        for c0 in (0..cols).step_by(4) {
             for r0 in (0..rows).step_by(4) {
                 let s = src.offset(c0 as isize * stride).add(r0);
-                let row = |k: isize| _mm256_loadu_pd(s.offset(k * stride));
-                let (a, b, c, e) = (row(0), row(1), row(2), row(3));
-                let (ab0, ab1) = (_mm256_unpacklo_pd(a, b), _mm256_unpackhi_pd(a, b));
-                let (ce0, ce1) = (_mm256_unpacklo_pd(c, e), _mm256_unpackhi_pd(c, e));
+                // Source rows k and k + 2, elements `at..at + 2` of each, in one register (see
+                // `tile_32`).
+                let pair = |k: isize, at: usize| {
+                    let lo = _mm_loadu_pd(s.offset(k * stride).add(at));
+                    let hi = _mm_loadu_pd(s.offset((k + 2) * stride).add(at));
+                    _mm256_insertf128_pd::<1>(_mm256_castpd128_pd256(lo), hi)
+                };
                 let d = dst.add(r0 * P + c0);
-                _mm256_storeu_pd(d, _mm256_permute2f128_pd::<0x20>(ab0, ce0));
-                _mm256_storeu_pd(d.add(P), _mm256_permute2f128_pd::<0x20>(ab1, ce1));
-                _mm256_storeu_pd(d.add(2 * P), _mm256_permute2f128_pd::<0x31>(ab0, ce0));
-                _mm256_storeu_pd(d.add(3 * P), _mm256_permute2f128_pd::<0x31>(ab1, ce1));
+                for half in 0..2 {
+                    let at = 2 * half;
+                    let (a, b) = (pair(0, at), pair(1, at));
+                    _mm256_storeu_pd(d.add(at * P), _mm256_unpacklo_pd(a, b));
+                    _mm256_storeu_pd(d.add((at + 1) * P), _mm256_unpackhi_pd(a, b));
+                }
             }
         }
     }
@@ -174,34 +185,34 @@ mod tests {
     /// Runs `transpose` over a tile of `make`'s values and checks every element.
     fn check<T: Copy + PartialEq + std::fmt::Debug>(
         make: impl Fn(usize) -> T,
-        transpose: unsafe fn(*const T, isize, *mut T, usize),
+        transpose: unsafe fn(*const T, isize, *mut T, [usize; 2]),
     ) {
         // Source rows TILE + 3 apart, read from row 1: strides need not be the tile's.
         let sp = TILE + 3;
         let src: Vec<T> = (0..(TILE + 1) * sp).map(&make).collect();
         let p = pitch(std::mem::size_of::<T>());
-        // A whole tile, and a slab of 16 rows (16 source columns) from column 8.
-        for (rows, first) in [(TILE, 0), (16, 8)] {
+        // A whole tile, a slab of 16 rows (16 source columns) from column 8, and narrower tiles.
+        for (rows, cols, first) in [(TILE, TILE, 0), (16, TILE, 8), (16, 24, 0), (48, 64, 16)] {
             let mut dst = vec![make(0); rows * p];
             // SAFETY: every src[sp + first + c * sp + r] with r < rows + first <= TILE + 8 and
-            // c < TILE is inside `src`; `dst` holds `rows` rows of `p` elements of T.
+            // c < cols <= TILE is inside `src`; `dst` holds `rows` rows of `p` elements of T.
             unsafe {
                 let from = src.as_ptr().add(sp + first);
-                transpose(from, sp as isize, dst.as_mut_ptr(), rows)
+                transpose(from, sp as isize, dst.as_mut_ptr(), [rows, cols])
             };
             for r in 0..rows {
-                for c in 0..TILE {
+                for c in 0..cols {
                     let want = src[sp + first + c * sp + r];
-                    assert_eq!(dst[r * p + c], want, "({r}, {c}) of {rows}");
+                    assert_eq!(dst[r * p + c], want, "({r}, {c}) of {rows}x{cols}");
                 }
             }
         }
     }
 
     /// The dispatching entry point, as the engine calls it.
-    unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, rows: usize) {
+    unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, shape: [usize; 2]) {
         let size = plain_size::<T>().expect("a primitive is plain");
-        transpose_tile(src.cast(), stride, dst.cast(), size, rows)
+        transpose_tile(src.cast(), stride, dst.cast(), size, shape)
     }
 
     #[test]
