@@ -138,6 +138,7 @@ fn main() {
             * 1e6
             / 200.0
     };
+    let mut small_contiguous = 0.0;
     for (name, b) in [
         ("same", &small_same),
         ("(1,64)", &small_row),
@@ -149,11 +150,26 @@ fn main() {
         let nd = batch(&mut || {
             black_box(&small_a + b);
         });
+        if name == "same" {
+            small_contiguous = ours;
+        }
         println!(
             "| 64x64 + {name} | {ours:.2} us | {nd:.2} us | | | | {:.2}x |",
             nd / ours
         );
     }
+    let small_t = small_same.t();
+    let ours = batch(&mut || {
+        black_box(small_t.add_bcast(&small_a, &[]).unwrap());
+    });
+    let nd = batch(&mut || {
+        black_box(&small_t + &small_a);
+    });
+    println!(
+        "| 64x64 transposed lhs | {ours:.2} us | {nd:.2} us | | vs contiguous: {:.2}x | | {:.2}x |",
+        ours / small_contiguous,
+        nd / ours
+    );
 
     let cols = ms(best(reps, || a.reduce_in_dim(&[1, n], &[0, 1]).unwrap()));
     let rows = ms(best(reps, || a.reduce_in_dim(&[n, 1], &[0, 1]).unwrap()));

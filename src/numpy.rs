@@ -98,6 +98,20 @@ pub fn broadcast_to<'a, A, D: Dimension>(
 /// assert_eq!(v[0].shape(), &[2, 3]);
 /// assert_eq!(v[1], array![[10, 20, 30], [10, 20, 30]].into_dyn());
 /// ```
+///
+/// Arrays of different ranks (so different dimension types) go in as dynamic-rank views:
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::numpy::broadcast_arrays;
+///
+/// let m = array![[1, 2, 3], [4, 5, 6]].into_dyn();
+/// let v = array![10, 20, 30].into_dyn();
+/// let s = ndarray::arr0(7).into_dyn();
+/// let out = broadcast_arrays(&[&m, &v, &s]).unwrap();
+/// assert_eq!(out[1], array![[10, 20, 30], [10, 20, 30]].into_dyn());
+/// assert_eq!(out[2].strides(), &[0, 0]);
+/// ```
 pub fn broadcast_arrays<'a, A, D: Dimension>(
     arrays: &[&'a ArrayRef<A, D>],
 ) -> Result<Vec<ArrayView<'a, A, IxDyn>>> {
