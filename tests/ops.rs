@@ -554,5 +554,15 @@ fn outputs_at_every_alignment() {
         a.lt_bcast_into(&b, &[], &mut out).unwrap();
         let want = Array2::from_shape_fn((m, n), |(i, j)| a[[i, j]] < b[[i, j]]);
         assert_eq!(out, want, "bool comparison, offset {off}");
+
+        // 12-byte elements: a 32-byte boundary falls mid-element in most of them.
+        let mut buf = Array1::<(f32, f32, f32)>::default(m * n + 9);
+        let mut out = view_at(&mut buf, off, m, n);
+        a.zip_bcast_into(&b, &[], &mut out, |x, y| (x, y, x * y))
+            .unwrap();
+        let want = Array2::from_shape_fn((m, n), |(i, j)| {
+            (a[[i, j]], b[[i, j]], a[[i, j]] * b[[i, j]])
+        });
+        assert_eq!(out, want, "12-byte elements, offset {off}");
     }
 }

@@ -105,8 +105,13 @@ macro_rules! per_run {
                 let $o = $o.offset(r * $blk.step[0]);
                 let mut _k = 0;
                 $( _k += 1; let $p = $p.offset(r * $blk.step[_k]); )*
-                let head = $o.align_offset(STORE_ALIGN).min($blk.n);
-                {
+                // `head < n`, so every moved pointer below addresses an element of its run (an
+                // alignment that cannot be reached, `usize::MAX`, means no split).
+                let head = match $o.align_offset(STORE_ALIGN) {
+                    h if h < $blk.n => h,
+                    _ => 0,
+                };
+                if head > 0 {
                     let $n = head;
                     $body
                 }
