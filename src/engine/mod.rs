@@ -217,7 +217,8 @@ fn run_tiles<const N: usize>(
     let d = plan.dims.len();
     let (inner, across) = (plan.strides[d - 1], plan.strides[d - 2]);
     let staged: [bool; N] = std::array::from_fn(|k| {
-        k > 0 && operands[k].plain && across[k] == 1 && inner[k].unsigned_abs() >= plan::MIN_TILE
+        // Staging reads the rows forward: stride +1 across them.
+        k > 0 && operands[k].plain && across[k] == 1 && plan::reads_across(across[k], inner[k])
     });
     // Each staged operand's part of the thread's buffer, in u64 words (so every plain element
     // is aligned).
@@ -363,8 +364,7 @@ fn small_block<const N: usize>(
     if rows > 1 && step[0].unsigned_abs() < inner[0].unsigned_abs() {
         return None;
     }
-    let transposes =
-        |k: usize| step[k].unsigned_abs() == 1 && inner[k].unsigned_abs() >= plan::MIN_TILE;
+    let transposes = |k: usize| plan::reads_across(step[k], inner[k]);
     if rows >= plan::MIN_TILE && n >= plan::MIN_TILE && (1..N).any(transposes) {
         return None;
     }

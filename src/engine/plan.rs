@@ -34,6 +34,13 @@ pub(super) const TILE: usize = 256;
 /// the inner loop must be as large.
 pub(super) const MIN_TILE: usize = 128;
 
+/// Whether an operand that moves by `along` in one loop and by `inner` in the inner loop is
+/// read across its rows there (a transpose worth a tile): unit stride along, at least
+/// [`MIN_TILE`] across.
+pub(super) fn reads_across(along: isize, inner: isize) -> bool {
+    along.unsigned_abs() == 1 && inner.unsigned_abs() >= MIN_TILE
+}
+
 /// Tile rows come in multiples of this (the staging slab), tile columns in multiples of
 /// [`COL_MULTIPLE`] (the register transposes' blocks).
 pub(super) const ROW_MULTIPLE: usize = 16;
@@ -107,8 +114,7 @@ impl<const N: usize> Plan<N> {
         }
         let si = self.strides[k - 1];
         let along = (0..k - 1).rev().find(|&d| {
-            self.dims[d] >= MIN_TILE
-                && (0..N).any(|j| self.strides[d][j].abs() == 1 && si[j].unsigned_abs() >= MIN_TILE)
+            self.dims[d] >= MIN_TILE && (0..N).any(|j| reads_across(self.strides[d][j], si[j]))
         })?;
         let (mut dims, mut strides) = (self.dims.clone(), self.strides.clone());
         let n = dims.remove(along);

@@ -30,7 +30,8 @@ pub(super) fn plain_size<T>() -> Option<usize> {
     plain.contains(&id).then_some(std::mem::size_of::<T>())
 }
 
-/// Copies `rows` rows of a tile `cols` wide (both multiples of 8, `cols <= TILE`) transposed:
+/// Copies `shape = [rows, cols]`: `rows` rows of a tile `cols` wide (both multiples of 8,
+/// `cols <= TILE`), transposed:
 /// `dst[r * pitch(size) + c] = src[c * stride + r]` for `r < rows`, `c < cols`, for elements
 /// of `size` bytes (a size [`plain_size`] returned).
 ///
@@ -43,10 +44,9 @@ pub(super) unsafe fn transpose_tile(
     stride: isize,
     dst: *mut u8,
     size: usize,
-    [rows, cols]: [usize; 2],
+    shape: [usize; 2],
 ) {
-    debug_assert!(rows % 8 == 0 && cols % 8 == 0 && cols <= TILE);
-    let shape = [rows, cols];
+    debug_assert!(shape[0] % 8 == 0 && shape[1] % 8 == 0 && shape[1] <= TILE);
     match size {
         1 => blocks::<u8>(src.cast(), stride, dst.cast(), shape),
         2 => blocks::<u16>(src.cast(), stride, dst.cast(), shape),
