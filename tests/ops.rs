@@ -418,6 +418,83 @@ fn transposed_operands_in_tiled_walks() {
         .all(|((i, j), s)| *s == format!("{}:{}", plain[[i, j]], rows[[i, j]])));
 }
 
+/// Small walks (below the parallel threshold, any shape) stage an operand read across its rows
+/// too: whole 8x8 blocks through the register transposes, the edges one by one, packed into
+/// one run when the other operands are contiguous, at the padded pitch when not.
+#[test]
+fn small_transposed_operands_are_staged() {
+    for (m, n) in [
+        (8, 8),
+        (13, 29),
+        (64, 64),
+        (9, 100),
+        (100, 9),
+        (7, 50),
+        (50, 7),
+        (31, 33),
+    ] {
+        let t = Array2::from_shape_fn((n, m), |(i, j)| ((i * 13 + j * 7) % 251) as i64);
+        let x = t.t();
+        let y = Array2::from_shape_fn((m, n), |(i, j)| ((i + j * 3) % 7) as i64);
+        let at = |i: usize, j: usize| x[[i, j]];
+        let want =
+            |g: &dyn Fn(usize, usize) -> i64| Array2::from_shape_fn((m, n), |(i, j)| g(i, j));
+        // Every plain width, packed (contiguous partner, fresh output), on either side.
+        let (x1, y1) = (x.mapv(|v| v as u8), y.mapv(|v| v as u8));
+        assert_eq!(
+            x1.add_bcast(&y1, &[]).unwrap(),
+            want(&|i, j| at(i, j) + y[[i, j]]).mapv(|v| v as u8)
+        );
+        let (x2, y2) = (x.mapv(|v| v as i16), y.mapv(|v| v as i16));
+        assert_eq!(
+            y2.sub_bcast(&x2, &[]).unwrap(),
+            want(&|i, j| y[[i, j]] - at(i, j)).mapv(|v| v as i16)
+        );
+        let (x4, y4) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
+        assert_eq!(
+            x4.mul_bcast(&y4, &[]).unwrap(),
+            want(&|i, j| at(i, j) * y[[i, j]]).mapv(|v| v as f32)
+        );
+        // Both sides transposed: two staged parts.
+        assert_eq!(x.add_bcast(&x, &[]).unwrap(), want(&|i, j| 2 * at(i, j)));
+        let p = x.mapv(|v| v % 3 == 0);
+        assert_eq!(
+            p.select_bcast(&x, &y).unwrap(),
+            want(&|i, j| if at(i, j) % 3 == 0 {
+                at(i, j)
+            } else {
+                y[[i, j]]
+            })
+        );
+        // Not packed: a broadcast row or column, an output with a gap between its rows, in place.
+        let (row, col) = (y.slice(s![..1, ..]), y.slice(s![.., ..1]));
+        assert_eq!(
+            x.add_bcast(&row, &[]).unwrap(),
+            want(&|i, j| at(i, j) + y[[0, j]])
+        );
+        assert_eq!(
+            x.sub_bcast(&col, &[]).unwrap(),
+            want(&|i, j| at(i, j) - y[[i, 0]])
+        );
+        let mut wide = Array2::<i64>::zeros((m, n + 5));
+        x.add_bcast_into(&y, &[], &mut wide.slice_mut(s![.., 2..n + 2]))
+            .unwrap();
+        assert_eq!(
+            wide.slice(s![.., 2..n + 2]),
+            want(&|i, j| at(i, j) + y[[i, j]])
+        );
+        assert!(wide.slice(s![.., ..2]).iter().all(|&v| v == 0));
+        assert!(wide.slice(s![.., n + 2..]).iter().all(|&v| v == 0));
+        let mut acc = y.clone();
+        acc.add_assign_bcast(&x, &[]).unwrap();
+        assert_eq!(acc, want(&|i, j| y[[i, j]] + at(i, j)));
+        // A relayout is a map with a transposed input.
+        let d = x.mapv(|v| v as f64);
+        let c = layout::to_buffer(&d, &Layout::row_major(2)).unwrap();
+        assert_eq!(c, d.iter().copied().collect::<Vec<_>>());
+    }
+}
+
 #[test]
 fn fresh_results_follow_the_inputs_memory_order() {
     let (m, n) = (300, 280); // above the parallel threshold: the planned walk

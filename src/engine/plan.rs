@@ -28,10 +28,10 @@ pub(crate) struct Plan<const N: usize> {
 /// The largest tile edge, in elements, of a transposing walk (see [`Plan::tiled`]).
 pub(super) const TILE: usize = 256;
 
-/// The smallest. Below it an operand read across its rows still sits in L1 and gathering it
-/// costs less than staging it (f32 transposed add, 64x64: 1.9 us gathered, 2.1 us staged in
-/// 64x64 tiles; 128x128: 14.6 us gathered, 6.3-7.5 us staged); an operand's stride across
-/// the inner loop must be as large.
+/// The smallest; an operand's stride across the inner loop must be as large. Smaller
+/// transposes that are small walks are staged whole without a plan (the engine's
+/// `stages_small`); in a large walk a dim this short is gathered, since the lines it reads
+/// stay in L1 from one run to the next.
 pub(super) const MIN_TILE: usize = 128;
 
 /// Whether an operand that moves by `along` in one loop and by `inner` in the inner loop is

@@ -30,41 +30,77 @@ pub(super) fn plain_size<T>() -> Option<usize> {
     plain.contains(&id).then_some(std::mem::size_of::<T>())
 }
 
-/// Copies `shape = [rows, cols]`: `rows` rows of a tile `cols` wide (both multiples of 8,
-/// `cols <= TILE`), transposed:
-/// `dst[r * pitch(size) + c] = src[c * stride + r]` for `r < rows`, `c < cols`, for elements
-/// of `size` bytes (a size [`plain_size`] returned).
+/// Copies `shape = [rows, cols]` (`cols <= pitch`), transposed into rows `pitch` elements apart:
+/// `dst[r * pitch + c] = src[c * stride + r]` for `r < rows`, `c < cols`, for elements
+/// of `size` bytes (a size [`plain_size`] returned). Whole 8x8 blocks go through the register
+/// transposes; the edges of a shape that is not a multiple of 8 are copied one by one.
 ///
 /// # Safety
 /// `src` points at a plain element such that every `src[c * stride + r]` (`r < rows`,
 /// `c < cols`) is an initialised element of the same array; `dst` is valid for
-/// `rows * pitch(size)` writes of `size` bytes, aligned for them, and overlaps nothing read.
+/// `rows * pitch` writes of `size` bytes, aligned for them, and overlaps nothing read.
 pub(super) unsafe fn transpose_tile(
     src: *const u8,
     stride: isize,
     dst: *mut u8,
+    pitch: usize,
     size: usize,
     shape: [usize; 2],
 ) {
-    debug_assert!(shape[0] % 8 == 0 && shape[1] % 8 == 0 && shape[1] <= TILE);
+    debug_assert!(shape[1] <= pitch);
     match size {
-        1 => blocks::<u8>(src.cast(), stride, dst.cast(), shape),
-        2 => blocks::<u16>(src.cast(), stride, dst.cast(), shape),
+        1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u8>),
+        2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u16>),
         4 => {
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx") {
-                return avx::tile_32(src.cast(), stride, dst.cast(), shape);
+                return copy::<f32>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_32);
             }
-            blocks::<u32>(src.cast(), stride, dst.cast(), shape)
+            copy::<u32>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u32>)
         }
         8 => {
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx") {
-                return avx::tile_64(src.cast(), stride, dst.cast(), shape);
+                return copy::<f64>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_64);
             }
-            blocks::<u64>(src.cast(), stride, dst.cast(), shape)
+            copy::<u64>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u64>)
         }
         _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
+    }
+}
+
+/// [`transpose_tile`] for elements of `U`'s size: the whole 8x8 blocks by `blocks`, then the
+/// edge rows and columns one element at a time.
+///
+/// # Safety
+/// As [`transpose_tile`]; `blocks` has the contract of [`blocks`] for `U`.
+#[inline(always)]
+unsafe fn copy<U: Copy>(
+    src: *const U,
+    stride: isize,
+    dst: *mut U,
+    p: usize,
+    [rows, cols]: [usize; 2],
+    blocks: unsafe fn(*const U, isize, *mut U, usize, [usize; 2]),
+) {
+    let (rows8, cols8) = (rows / 8 * 8, cols / 8 * 8);
+    if rows8 > 0 && cols8 > 0 {
+        blocks(src, stride, dst, p, [rows8, cols8]);
+    }
+    // The right edge (columns from cols8, all rows), then the bottom one (rows from rows8).
+    for c in cols8..cols {
+        let row = src.offset(c as isize * stride);
+        for r in 0..rows {
+            *dst.add(r * p + c) = *row.add(r);
+        }
+    }
+    if rows8 < rows {
+        for c in 0..cols8 {
+            let row = src.offset(c as isize * stride);
+            for r in rows8..rows {
+                *dst.add(r * p + c) = *row.add(r);
+            }
+        }
     }
 }
 
@@ -79,11 +115,15 @@ pub(super) const fn pitch(size: usize) -> usize {
 /// eight lines a block touches stay in L1 while the block is written.
 ///
 /// # Safety
-/// As [`transpose_tile`], with `U` of the element size.
-#[inline(always)]
-unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U, [rows, cols]: [usize; 2]) {
+/// As [`transpose_tile`], with `U` of the element size and `rows` and `cols` multiples of 8.
+unsafe fn blocks<U: Copy>(
+    src: *const U,
+    stride: isize,
+    dst: *mut U,
+    p: usize,
+    [rows, cols]: [usize; 2],
+) {
     const B: usize = 8;
-    let p = pitch(size_of::<U>());
     for c0 in (0..cols).step_by(B) {
         for r0 in (0..rows).step_by(B) {
             for c in c0..c0 + B {
@@ -102,18 +142,17 @@ unsafe fn blocks<U: Copy>(src: *const U, stride: isize, dst: *mut U, [rows, cols
 mod avx {
     use std::arch::x86_64::*;
 
-    use super::pitch;
-
     /// # Safety
-    /// As [`super::transpose_tile`] for 4-byte elements, on a CPU with AVX.
+    /// As [`super::transpose_tile`] for 4-byte elements, with `rows` and `cols` multiples of 8,
+    /// on a CPU with AVX.
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn tile_32(
         src: *const f32,
         stride: isize,
         dst: *mut f32,
+        p: usize,
         [rows, cols]: [usize; 2],
     ) {
-        const P: usize = pitch(4);
         for c0 in (0..cols).step_by(8) {
             for r0 in (0..rows).step_by(8) {
                 let s = src.offset(c0 as isize * stride).add(r0);
@@ -125,7 +164,7 @@ mod avx {
                     let hi = _mm_loadu_ps(s.offset((k + 4) * stride).add(at));
                     _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi)
                 };
-                let d = dst.add(r0 * P + c0);
+                let d = dst.add(r0 * p + c0);
                 for half in 0..2 {
                     let at = 4 * half;
                     let (a, b, c, e) = (pair(0, at), pair(1, at), pair(2, at), pair(3, at));
@@ -139,7 +178,7 @@ mod avx {
                         _mm256_shuffle_ps::<0xEE>(ab1, ce1),
                     ];
                     for (j, v) in out.into_iter().enumerate() {
-                        _mm256_storeu_ps(d.add((at + j) * P), v);
+                        _mm256_storeu_ps(d.add((at + j) * p), v);
                     }
                 }
             }
@@ -147,15 +186,16 @@ mod avx {
     }
 
     /// # Safety
-    /// As [`super::transpose_tile`] for 8-byte elements, on a CPU with AVX.
+    /// As [`super::transpose_tile`] for 8-byte elements, with `rows` and `cols` multiples of 8,
+    /// on a CPU with AVX.
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn tile_64(
         src: *const f64,
         stride: isize,
         dst: *mut f64,
+        p: usize,
         [rows, cols]: [usize; 2],
     ) {
-        const P: usize = pitch(8);
         for c0 in (0..cols).step_by(4) {
             for r0 in (0..rows).step_by(4) {
                 let s = src.offset(c0 as isize * stride).add(r0);
@@ -166,12 +206,12 @@ mod avx {
                     let hi = _mm_loadu_pd(s.offset((k + 2) * stride).add(at));
                     _mm256_insertf128_pd::<1>(_mm256_castpd128_pd256(lo), hi)
                 };
-                let d = dst.add(r0 * P + c0);
+                let d = dst.add(r0 * p + c0);
                 for half in 0..2 {
                     let at = 2 * half;
                     let (a, b) = (pair(0, at), pair(1, at));
-                    _mm256_storeu_pd(d.add(at * P), _mm256_unpacklo_pd(a, b));
-                    _mm256_storeu_pd(d.add((at + 1) * P), _mm256_unpackhi_pd(a, b));
+                    _mm256_storeu_pd(d.add(at * p), _mm256_unpacklo_pd(a, b));
+                    _mm256_storeu_pd(d.add((at + 1) * p), _mm256_unpackhi_pd(a, b));
                 }
             }
         }
@@ -182,55 +222,71 @@ mod avx {
 mod tests {
     use super::*;
 
-    /// Runs `transpose` over a tile of `make`'s values and checks every element.
+    type Transpose<T> = unsafe fn(*const T, isize, *mut T, usize, [usize; 2]);
+
+    /// Whole blocks: a whole tile, a slab of 16 rows (16 source columns) from column 8, and
+    /// narrower tiles.
+    const WHOLE: [[usize; 3]; 4] = [[TILE, TILE, 0], [16, TILE, 8], [16, 24, 0], [48, 64, 16]];
+
+    /// Shapes with edges (rows or columns not multiples of 8).
+    const EDGES: [[usize; 3]; 5] = [[13, 29, 3], [7, 5, 0], [16, 61, 8], [1, 1, 0], [9, TILE, 1]];
+
+    /// Runs `transpose` over `shapes` (`[rows, cols, first source column]`) of `make`'s values,
+    /// into rows at the staging pitch and at a pitch of `cols`, and checks every element.
     fn check<T: Copy + PartialEq + std::fmt::Debug>(
         make: impl Fn(usize) -> T,
-        transpose: unsafe fn(*const T, isize, *mut T, [usize; 2]),
+        transpose: Transpose<T>,
+        shapes: &[[usize; 3]],
     ) {
         // Source rows TILE + 3 apart, read from row 1: strides need not be the tile's.
         let sp = TILE + 3;
         let src: Vec<T> = (0..(TILE + 1) * sp).map(&make).collect();
-        let p = pitch(std::mem::size_of::<T>());
-        // A whole tile, a slab of 16 rows (16 source columns) from column 8, and narrower tiles.
-        for (rows, cols, first) in [(TILE, TILE, 0), (16, TILE, 8), (16, 24, 0), (48, 64, 16)] {
-            let mut dst = vec![make(0); rows * p];
-            // SAFETY: every src[sp + first + c * sp + r] with r < rows + first <= TILE + 8 and
-            // c < cols <= TILE is inside `src`; `dst` holds `rows` rows of `p` elements of T.
-            unsafe {
-                let from = src.as_ptr().add(sp + first);
-                transpose(from, sp as isize, dst.as_mut_ptr(), [rows, cols])
-            };
-            for r in 0..rows {
-                for c in 0..cols {
-                    let want = src[sp + first + c * sp + r];
-                    assert_eq!(dst[r * p + c], want, "({r}, {c}) of {rows}x{cols}");
+        for &[rows, cols, first] in shapes {
+            for p in [pitch(std::mem::size_of::<T>()), cols] {
+                let mut dst = vec![make(0); rows * p];
+                // SAFETY: every src[sp + first + c * sp + r] with r < rows + first <= TILE + 8
+                // and c < cols <= TILE is inside `src`; `dst` holds `rows` rows of `p` elements.
+                unsafe {
+                    let from = src.as_ptr().add(sp + first);
+                    transpose(from, sp as isize, dst.as_mut_ptr(), p, [rows, cols])
+                };
+                for r in 0..rows {
+                    for c in 0..cols {
+                        let want = src[sp + first + c * sp + r];
+                        assert_eq!(
+                            dst[r * p + c],
+                            want,
+                            "({r}, {c}) of {rows}x{cols}, pitch {p}"
+                        );
+                    }
                 }
             }
         }
     }
 
     /// The dispatching entry point, as the engine calls it.
-    unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, shape: [usize; 2]) {
+    unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, p: usize, shape: [usize; 2]) {
         let size = plain_size::<T>().expect("a primitive is plain");
-        transpose_tile(src.cast(), stride, dst.cast(), size, shape)
+        transpose_tile(src.cast(), stride, dst.cast(), p, size, shape)
     }
 
     #[test]
     fn tiles_transpose_for_every_plain_size() {
-        check(|i| i as u8, dispatch);
-        check(|i| i as i16, dispatch);
-        check(|i| i as f32, dispatch);
-        check(|i| i as u32, dispatch);
-        check(|i| i as f64, dispatch);
-        check(|i| i as i64, dispatch);
-        check(|i| i % 3 == 0, dispatch);
+        let shapes = [WHOLE.as_slice(), &EDGES].concat();
+        check(|i| i as u8, dispatch, &shapes);
+        check(|i| i as i16, dispatch, &shapes);
+        check(|i| i as f32, dispatch, &shapes);
+        check(|i| i as u32, dispatch, &shapes);
+        check(|i| i as f64, dispatch, &shapes);
+        check(|i| i as i64, dispatch, &shapes);
+        check(|i| i % 3 == 0, dispatch, &shapes);
     }
 
     #[test]
     fn portable_blocks_transpose_wide_elements() {
         // On a CPU with AVX the dispatch above never reaches these.
-        check(|i| i as u32, blocks::<u32>);
-        check(|i| i as u64, blocks::<u64>);
+        check(|i| i as u32, blocks::<u32>, &WHOLE);
+        check(|i| i as u64, blocks::<u64>, &WHOLE);
     }
 
     #[test]
