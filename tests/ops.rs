@@ -495,6 +495,39 @@ fn small_transposed_operands_are_staged() {
     }
 }
 
+/// Large walks (split over threads) that read an operand across short rows, or across rows too
+/// few to tile, stage it block by block; a thread's range may start and end inside a row.
+#[test]
+fn thin_transposes_in_large_walks() {
+    for (m, n) in [(20000, 24), (9001, 9), (100, 3000), (37, 5001)] {
+        let t = Array2::from_shape_fn((n, m), |(i, j)| ((i * 13 + j * 7) % 1009) as i64);
+        let x = t.t();
+        let y = Array2::from_shape_fn((m, n), |(i, j)| ((i + j * 3) % 17) as i64);
+        let want = Array2::from_shape_fn((m, n), |(i, j)| x[[i, j]] * 3 - y[[i, j]]);
+        let x3 = x.mapv(|v| v * 3);
+        assert_eq!(x3.sub_bcast(&y, &[]).unwrap(), want, "{m}x{n}");
+        let (xf, yf) = (x.mapv(|v| v as f64), y.mapv(|v| v as f64));
+        assert_eq!(
+            xf.mul_bcast(&arr0(3.0), &[])
+                .unwrap()
+                .sub_bcast(&yf, &[])
+                .unwrap(),
+            want.mapv(|v| v as f64)
+        );
+        let (xu, yu) = (x.mapv(|v| v as u8), y.mapv(|v| v as u8));
+        assert_eq!(
+            yu.max_bcast(&xu, &[]).unwrap(),
+            Array2::from_shape_fn((m, n), |(i, j)| xu[[i, j]].max(yu[[i, j]]))
+        );
+        let mut acc = y.clone();
+        acc.add_assign_bcast(&x, &[]).unwrap();
+        assert_eq!(
+            acc,
+            Array2::from_shape_fn((m, n), |(i, j)| y[[i, j]] + x[[i, j]])
+        );
+    }
+}
+
 #[test]
 fn fresh_results_follow_the_inputs_memory_order() {
     let (m, n) = (300, 280); // above the parallel threshold: the planned walk

@@ -174,73 +174,81 @@ fn run<const N: usize>(
 ) {
     let width = operands.iter().map(|o| o.size).max().unwrap_or(1);
     if let Some(block) = small_block(shape, &strides, width) {
-        let staged: [bool; N] =
-            std::array::from_fn(|k| k > 0 && operands[k].plain && stages_small(&block, k));
+        let staged = staged(&block, operands);
         if !tiles_small(&block, &staged) {
-            let ptrs = operands.map(|o| o.ptr.0);
-            if !staged.contains(&true) {
-                return kernel::call(kernel, ptrs, block);
-            }
-            // SAFETY: the block addresses elements of each operand (the written ones once
-            // each, on this thread); staged operands are plain with step 1, and `with_parts`
-            // gives each a slab's room in this thread's buffer.
-            return with_parts(operands, &staged, |parts| unsafe {
-                run_staged(ptrs, block, operands, &staged, parts, kernel)
-            });
+            // SAFETY: a small block addresses elements of each operand, the written ones once
+            // each, and runs on this thread.
+            return unsafe {
+                run_block(operands.map(|o| o.ptr.0), block, operands, &staged, kernel)
+            };
         }
     }
     let plan = Plan::new(shape, strides, std::array::from_fn(|k| k));
     let pieces = pieces(plan.len, width);
-    let walk = |plan: &Plan<N>| {
+    // Splits `plan` over threads in whole units of `unit` elements, `grain` units at least.
+    let walk = |plan: &Plan<N>, unit: usize, grain: usize| {
         let inner = plan.inner_strides();
-        split(plan.len, pieces, 64, &|range| {
+        split(plan.len / unit, pieces, grain, &|units| {
+            let range = units.start * unit..units.end * unit;
             plan.for_each_block(range, |offs, n, rows, step| {
                 // SAFETY: the plan yields offsets of elements of each operand.
                 let ptrs = std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) });
-                kernel::call(
-                    kernel,
-                    ptrs,
-                    Block {
-                        n,
-                        inner,
-                        rows,
-                        step,
-                    },
-                )
+                let block = Block {
+                    n,
+                    inner,
+                    rows,
+                    step,
+                };
+                // SAFETY: a block of the plan addresses elements of each operand, the written
+                // ones once each, and each range goes to one thread.
+                unsafe { run_block(ptrs, block, operands, &staged(&block, operands), kernel) }
             })
         });
     };
     match plan.tiled() {
         Some(tiles) => {
-            run_tiles(&tiles[0], operands, pieces, kernel);
-            tiles[1..].iter().for_each(walk);
+            // Whole tiles to each thread: a range of them comes as one block per tile.
+            let d = tiles[0].dims.len();
+            walk(&tiles[0], tiles[0].dims[d - 2] * tiles[0].dims[d - 1], 1);
+            tiles[1..].iter().for_each(|edge| walk(edge, 1, 64));
         }
-        None => walk(&plan),
+        None => walk(&plan, 1, 64),
     }
 }
 
-/// Walks the whole tiles of a transposing plan ([`Plan::tiled`]'s first part), one tile per
-/// block. Each input that is read across its rows and holds plain values is first copied,
-/// transposed, into a per-thread buffer ([`SLAB`] rows of a tile at a time), so the kernel
-/// reads it with unit stride.
-fn run_tiles<const N: usize>(
-    plan: &Plan<N>,
+/// The operands a block stages ([`run_staged`]): inputs of plain values read across the
+/// block's rows (unit step, a stride of at least 8 along them), in a block at least 8 by 8.
+/// (64x64 f32 transposed add: 2.9 us gathered, 1.4 us staged; the contiguous add 0.7 us.)
+fn staged<const N: usize>(block: &Block<N>, operands: [Operand; N]) -> [bool; N] {
+    let big = block.rows >= 8 && block.n >= 8;
+    std::array::from_fn(|k| {
+        k > 0
+            && big
+            && operands[k].plain
+            && block.step[k] == 1
+            && block.inner[k].unsigned_abs() >= 8
+    })
+}
+
+/// Runs one block: straight through the kernel, or slab by slab through [`run_staged`] when
+/// it stages operands.
+///
+/// # Safety
+/// Every element the block addresses from `ptrs` is an element of its operand, the written
+/// ones distinct and touched by this thread only; `staged` is [`staged`] of this block.
+unsafe fn run_block<const N: usize>(
+    ptrs: [*mut u8; N],
+    block: Block<N>,
     operands: [Operand; N],
-    pieces: usize,
+    staged: &[bool; N],
     kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
 ) {
-    let d = plan.dims.len();
-    let (inner, across) = (plan.strides[d - 1], plan.strides[d - 2]);
-    let staged: [bool; N] = std::array::from_fn(|k| {
-        // Staging reads the rows forward: stride +1 across them.
-        k > 0 && operands[k].plain && across[k] == 1 && plan::reads_across(across[k], inner[k])
-    });
-    let tile = [plan.dims[d - 2], plan.dims[d - 1]];
-    split(plan.len / (tile[0] * tile[1]), pieces, 1, &|tiles| {
-        with_parts(operands, &staged, |parts| {
-            walk_tiles(plan, tile, operands, &staged, parts, tiles, kernel)
-        })
-    });
+    if !staged.contains(&true) {
+        return kernel::call(kernel, ptrs, block);
+    }
+    with_parts(operands, staged, |parts| {
+        run_staged(ptrs, block, operands, staged, parts, kernel)
+    })
 }
 
 /// Runs `f` with this thread's staging buffer cut into one part per operand: room for a slab
@@ -293,36 +301,6 @@ fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> R {
         }
         // Never nested in practice; a fresh buffer keeps it correct if it were.
         Err(_) => f(&mut vec![Line([0; 64]); lines]),
-    })
-}
-
-/// The whole tiles `tiles` (each `tile` rows by columns) of a tiled walk, each run by
-/// [`run_staged`].
-fn walk_tiles<const N: usize>(
-    plan: &Plan<N>,
-    [tile_rows, tile_cols]: [usize; 2],
-    operands: [Operand; N],
-    staged: &[bool; N],
-    parts: [*mut Line; N],
-    tiles: std::ops::Range<usize>,
-    kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
-) {
-    let inner = plan.inner_strides();
-    let tile_len = tile_rows * tile_cols;
-    let range = tiles.start * tile_len..tiles.end * tile_len;
-    plan.for_each_block(range, |offs, n, rows, step| {
-        // A range of whole tiles comes as one block per tile.
-        debug_assert_eq!((rows, n), (tile_rows, tile_cols));
-        // SAFETY: the plan yields offsets of elements of each operand, and a tile's block
-        // addresses elements of them; the parts are this thread's own.
-        let ptrs = std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) });
-        let block = Block {
-            n,
-            inner,
-            rows,
-            step,
-        };
-        unsafe { run_staged(ptrs, block, operands, staged, parts, kernel) }
     })
 }
 
@@ -380,13 +358,6 @@ unsafe fn run_staged<const N: usize>(
     }
 }
 
-/// Whether a small block stages operand `k` ([`run_staged`]): it is read across the block's
-/// rows (unit step, a stride of at least 8 along them) and the block is at least 8 by 8.
-/// (64x64 f32 transposed add: 2.9 us gathered, 1.4 us staged; the contiguous add 0.7 us.)
-fn stages_small<const N: usize>(block: &Block<N>, k: usize) -> bool {
-    block.step[k] == 1 && block.inner[k].unsigned_abs() >= 8 && block.rows >= 8 && block.n >= 8
-}
-
 /// Whether a small block that reads an operand across its rows goes to the planner's tiles
 /// instead ([`Plan::tiled`], which needs [`plan::MIN_TILE`] a side): when its rows are wider
 /// than a tile (staged a tile's width at a time, 300x300 f32 measured 2.2-2.5x the contiguous
@@ -405,7 +376,7 @@ fn tiles_small<const N: usize>(block: &Block<N>, staged: &[bool; N]) -> bool {
 /// that order runs the written array's inner loop along its smaller stride: the common small
 /// cases then skip planning altogether. (Data this small sits in cache, but a strided inner
 /// loop does not vectorise: an F-ordered output goes to the planner, which walks it in memory
-/// order; an input read across the block's rows is staged, see [`stages_small`].)
+/// order; an input read across the block's rows is staged, see [`staged`].)
 fn small_block<const N: usize>(
     shape: &[usize],
     strides: &[&[isize]; N],
@@ -704,25 +675,39 @@ mod tests {
         assert_eq!(f.dims.as_slice(), &[4096]);
     }
 
-    /// Small transposing walks stage the transposed operand themselves, from 8x8, unless their
-    /// rows are wider than a tile or the operand cannot be staged: those go to the planner.
+    /// Blocks stage an operand read across their rows from 8x8; small walks whose rows are
+    /// wider than a tile, or that read such an operand without staging it, go to the planner.
     #[test]
-    fn small_transposes_stage_or_tile() {
+    fn transposed_operands_stage_or_tile() {
         let block = |n: usize| {
             let s = n as isize;
             super::small_block(&[n, n], &[&[s, 1], &[1, s], &[s, 1]], 4).expect("small")
         };
-        let staged = |b: &super::Block<3>| [1, 2].map(|k| super::stages_small(b, k));
+        let f32s = |ptr: *const f32| super::Operand::input(super::SyncPtr(ptr as *mut f32));
+        let x = [0f32];
+        let plain = [
+            super::Operand::output(super::SyncPtr(std::ptr::null_mut::<f32>())),
+            f32s(x.as_ptr()),
+            f32s(x.as_ptr()),
+        ];
         for n in [8, 64, 200, 256] {
             let b = block(n);
-            assert_eq!(staged(&b), [true, false], "{n}x{n}");
-            assert!(!super::tiles_small(&b, &[false, true, false]));
+            let staged = super::staged(&b, plain);
+            assert_eq!(staged, [false, true, false], "{n}x{n}");
+            assert!(!super::tiles_small(&b, &staged));
             // Not plain (never staged): tiles once they apply.
             let tiles = n >= super::plan::MIN_TILE;
             assert_eq!(super::tiles_small(&b, &[false; 3]), tiles, "{n}x{n}");
         }
-        assert!(super::tiles_small(&block(300), &[false, true, false]));
-        assert_eq!(staged(&block(7)), [false, false]);
+        let wide = block(300);
+        assert!(super::tiles_small(&wide, &super::staged(&wide, plain)));
+        assert_eq!(super::staged(&block(7), plain), [false; 3]);
+        let names = [String::new()];
+        let text = super::Operand::input(super::SyncPtr(names.as_ptr() as *mut String));
+        assert_eq!(
+            super::staged(&block(64), [plain[0], text, plain[2]]),
+            [false; 3]
+        );
     }
 
     /// The AVX2 copy of the kernels gives the bits the baseline copy gives, for every op family,

@@ -28,10 +28,9 @@ pub(crate) struct Plan<const N: usize> {
 /// The largest tile edge, in elements, of a transposing walk (see [`Plan::tiled`]).
 pub(super) const TILE: usize = 256;
 
-/// The smallest; an operand's stride across the inner loop must be as large. Smaller
-/// transposes that are small walks are staged whole without a plan (the engine's
-/// `stages_small`); in a large walk a dim this short is gathered, since the lines it reads
-/// stay in L1 from one run to the next.
+/// The smallest; an operand's stride across the inner loop must be as large. Below it no
+/// tiles are needed: the lines a block reads across its rows stay in cache from one run to
+/// the next, and the engine stages such an operand slab by slab either way.
 pub(super) const MIN_TILE: usize = 128;
 
 /// Whether an operand that moves by `along` in one loop and by `inner` in the inner loop is
