@@ -274,7 +274,7 @@ fn with_parts<const N: usize, R>(
     })
 }
 
-/// Rows of a tile staged at a time: 16 rows of 4-byte elements are one cache line of each
+/// Rows of a block staged at a time: 16 rows of 4-byte elements are one cache line of each
 /// source row, and a slab of every staged operand fits L1 with the kernel's other streams.
 const SLAB: usize = 16;
 const _: () = assert!(plan::ROW_MULTIPLE % SLAB == 0 && SLAB % 8 == 0);

@@ -1,8 +1,9 @@
 //! Staging a transposed operand. An operand read across its rows (a large stride in the inner
-//! loop) costs a cache line per element, and with power-of-two row pitches every such line falls
-//! in one L1 set. The engine copies each tile of such an operand, transposed, into a small
-//! buffer, reading it along its rows, and then runs the ordinary unit-stride kernels over it.
-//! The copy moves bits, so it is only done for the primitive types whose values are their bits.
+//! loop) costs a cache line per element and a scalar load each, which no compiler vectorises,
+//! and with power-of-two row pitches every such line falls in one L1 set. The engine copies a
+//! slab of such an operand at a time, transposed, into a small buffer, reading it along its
+//! rows, and then runs the ordinary unit-stride kernels over it. The copy moves bits, so it is
+//! only done for the primitive types whose values are their bits.
 
 use std::any::TypeId;
 
