@@ -499,7 +499,8 @@ fn small_transposed_operands_are_staged() {
 /// few to tile, stage it block by block; a thread's range may start and end inside a row.
 #[test]
 fn thin_transposes_in_large_walks() {
-    for (m, n) in [(20000, 24), (9001, 9), (100, 3000), (37, 5001)] {
+    // Each just above the parallel threshold for 8-byte elements (512 KiB).
+    for (m, n) in [(3000, 24), (9001, 9), (40, 1700), (20, 3500)] {
         let t = Array2::from_shape_fn((n, m), |(i, j)| ((i * 13 + j * 7) % 1009) as i64);
         let x = t.t();
         let y = Array2::from_shape_fn((m, n), |(i, j)| ((i + j * 3) % 17) as i64);

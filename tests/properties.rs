@@ -420,6 +420,75 @@ fn tiled_shape() -> impl Strategy<Value = Vec<usize>> {
     ]
 }
 
+/// Shapes whose blocks stage a transposed operand without tiles (two dims of 8 to 70, not
+/// multiples of 8 for the most part, so the register transposes leave edges), at rank 2 or 3.
+fn staged_shape() -> impl Strategy<Value = Vec<usize>> {
+    let mid = || 8usize..=70;
+    prop_oneof![
+        (mid(), mid()).prop_map(|(a, b)| vec![a, b]),
+        (1usize..=3, mid(), mid())
+            .prop_map(|(s, a, b)| vec![s, a, b])
+            .prop_shuffle(),
+    ]
+}
+
+/// `a - b` (and friends) over `shape`, operands of the given kinds, checked against a reference:
+/// fresh, into an output of the opposite memory order, in place, and a mixed-type zip.
+fn walk_matches_reference(
+    shape: Vec<usize>,
+    ka: Kind,
+    kb: Kind,
+    ones: Vec<bool>,
+    swap: bool,
+    seed: i32,
+) -> Result<(), TestCaseError> {
+    let small: Vec<usize> = shape
+        .iter()
+        .zip(&ones)
+        .map(|(&n, &one)| if one { 1 } else { n })
+        .collect();
+    let (ls, rs) = if swap {
+        (small, shape.clone())
+    } else {
+        (shape.clone(), small)
+    };
+    let (sa, sb) = (storage(&ls, ka, seed), storage(&rs, kb, seed + 1));
+    let (a, b) = (view_of(&sa, &ls, ka), view_of(&sb, &rs, kb));
+    // An operand's element at an output index: size-1 dims repeat their one element. (No
+    // allocation per element: this test runs under valgrind in CI.)
+    fn at(x: &ArrayViewD<i32>, i: &[usize]) -> i32 {
+        let mut k = [0usize; 3];
+        for ((k, &i), &n) in k.iter_mut().zip(i).zip(x.shape()) {
+            *k = i.min(n - 1);
+        }
+        x[&k[..i.len()]]
+    }
+    let out_shape: Vec<usize> = ls.iter().zip(&rs).map(|(&l, &r)| l.max(r)).collect();
+    let want = ArrayD::from_shape_fn(IxDyn(&out_shape), |i| {
+        at(&a, i.slice()).wrapping_sub(at(&b, i.slice()))
+    });
+    prop_assert_eq!(&a.sub_bcast(&b, &[]).unwrap(), &want);
+    // Into an output in the opposite memory order: now the inputs are the transposed ones.
+    let reversed: Vec<usize> = out_shape.iter().rev().copied().collect();
+    let mut out = ArrayD::<i32>::zeros(IxDyn(&reversed));
+    a.sub_bcast_into(&b, &[], &mut out.view_mut().reversed_axes())
+        .unwrap();
+    prop_assert_eq!(&out.reversed_axes(), &want);
+    if want.shape() == a.shape() {
+        let mut acc = a.to_owned();
+        acc.sub_assign_bcast(&b, &[]).unwrap();
+        prop_assert_eq!(&acc, &want);
+    }
+    let f = a.mapv(|v| v as f64 * 0.5);
+    let u = b.mapv(|v| v as u8);
+    let wide = f.zip_bcast(&u, &[], |x, y| x * f64::from(y)).unwrap();
+    let agree = wide.indexed_iter().all(|(i, &v)| {
+        v == f64::from(at(&a, i.slice())) * 0.5 * f64::from(at(&b, i.slice()) as u8)
+    });
+    prop_assert!(agree);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..config() })]
 
@@ -435,41 +504,24 @@ proptest! {
         swap in any::<bool>(),
         seed in 0i32..100,
     ) {
-        let small: Vec<usize> = shape.iter().zip(&ones).map(|(&n, &one)| if one { 1 } else { n }).collect();
-        let (ls, rs) = if swap { (small, shape.clone()) } else { (shape.clone(), small) };
-        let (sa, sb) = (storage(&ls, ka, seed), storage(&rs, kb, seed + 1));
-        let (a, b) = (view_of(&sa, &ls, ka), view_of(&sb, &rs, kb));
-        // An operand's element at an output index: size-1 dims repeat their one element. (No
-        // allocation per element: this test runs under valgrind in CI.)
-        fn at(x: &ArrayViewD<i32>, i: &[usize]) -> i32 {
-            let mut k = [0usize; 3];
-            for ((k, &i), &n) in k.iter_mut().zip(i).zip(x.shape()) {
-                *k = i.min(n - 1);
-            }
-            x[&k[..i.len()]]
-        }
-        let out_shape: Vec<usize> = ls.iter().zip(&rs).map(|(&l, &r)| l.max(r)).collect();
-        let want = ArrayD::from_shape_fn(IxDyn(&out_shape), |i| {
-            at(&a, i.slice()).wrapping_sub(at(&b, i.slice()))
-        });
-        prop_assert_eq!(&a.sub_bcast(&b, &[]).unwrap(), &want);
-        // Into an output in the opposite memory order: now the inputs are the transposed ones.
-        let reversed: Vec<usize> = out_shape.iter().rev().copied().collect();
-        let mut out = ArrayD::<i32>::zeros(IxDyn(&reversed));
-        a.sub_bcast_into(&b, &[], &mut out.view_mut().reversed_axes()).unwrap();
-        prop_assert_eq!(&out.reversed_axes(), &want);
-        if want.shape() == a.shape() {
-            let mut acc = a.to_owned();
-            acc.sub_assign_bcast(&b, &[]).unwrap();
-            prop_assert_eq!(&acc, &want);
-        }
-        let f = a.mapv(|v| v as f64 * 0.5);
-        let u = b.mapv(|v| v as u8);
-        let wide = f.zip_bcast(&u, &[], |x, y| x * f64::from(y)).unwrap();
-        let agree = wide.indexed_iter().all(|(i, &v)| {
-            v == f64::from(at(&a, i.slice())) * 0.5 * f64::from(at(&b, i.slice()) as u8)
-        });
-        prop_assert!(agree);
+        walk_matches_reference(shape, ka, kb, ones, swap, seed)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..config() })]
+
+    /// The same at the sizes of small walks, which stage without tiles.
+    #[test]
+    fn staged_walks_match_reference(
+        shape in staged_shape(),
+        ka in kind(),
+        kb in kind(),
+        ones in prop::collection::vec(prop::bool::weighted(0.2), 3),
+        swap in any::<bool>(),
+        seed in 0i32..100,
+    ) {
+        walk_matches_reference(shape, ka, kb, ones, swap, seed)?;
     }
 }
 
