@@ -493,6 +493,22 @@ fn small_transposed_operands_are_staged() {
         let c = layout::to_buffer(&d, &Layout::row_major(2)).unwrap();
         assert_eq!(c, d.iter().copied().collect::<Vec<_>>());
     }
+
+    // An op whose function itself runs a staging op: the thread's staging buffer is in use, so
+    // the inner op takes a fresh one.
+    let t = Array2::from_shape_fn((16, 16), |(i, j)| (i * 16 + j) as i64);
+    let x = Array2::from_shape_fn((24, 9), |(i, j)| (i * 9 + j) as i64);
+    let y = Array2::from_shape_fn((9, 24), |(i, j)| (i + j) as i64);
+    let nested = x
+        .t()
+        .zip_bcast(&y, &[], |a, b| {
+            a + b + t.t().add_bcast(&t, &[]).unwrap()[[1, 0]]
+        })
+        .unwrap();
+    assert_eq!(
+        nested,
+        Array2::from_shape_fn((9, 24), |(i, j)| x[[j, i]] + y[[i, j]] + 17)
+    );
 }
 
 /// Large walks (split over threads) that read an operand across short rows, or across rows too

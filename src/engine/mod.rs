@@ -285,9 +285,9 @@ const _: () = assert!(plan::ROW_MULTIPLE % SLAB == 0 && SLAB % 8 == 0);
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
-/// Runs `f` with this thread's staging buffer grown to at least `words` words. Kept from call
-/// to call (Rayon's threads live on), so a tiled walk does not pay for a fresh buffer's page
-/// faults: at most a few tiles' worth of memory per thread.
+/// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
+/// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page
+/// faults: at most a slab of a tile's width per staged operand, per thread.
 fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> R {
     thread_local! {
         static STAGING: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
