@@ -421,7 +421,7 @@ mod tests {
         assert_eq!(tile_edge(300, ROW_MULTIPLE), 144);
         assert_eq!(tile_edge(300, COL_MULTIPLE), 144);
         assert_eq!(tile_edge(MIN_TILE + 9, COL_MULTIPLE), MIN_TILE + 8);
-        // Dims below MIN_TILE are gathered.
+        // Dims below MIN_TILE are not tiled (their blocks stage without tiles).
         let small = Plan::<2>::new(&[MIN_TILE - 1, 200], [&[200, 1], &[1, 127]], [0, 1]);
         assert!(small.tiled().is_none());
         // No transpose, no tiles.

@@ -88,21 +88,21 @@ unsafe fn copy<U: Copy>(
     if rows8 > 0 && cols8 > 0 {
         blocks(src, stride, dst, p, [rows8, cols8]);
     }
-    // The right edge (columns from cols8, all rows), then the bottom one (rows from rows8).
-    for c in cols8..cols {
-        let row = src.offset(c as isize * stride);
-        for r in 0..rows {
-            *dst.add(r * p + c) = *row.add(r);
+    // Columns `cs` by rows `rs`, element by element (an empty `rs` skips the columns).
+    let one_by_one = |cs: std::ops::Range<usize>, rs: std::ops::Range<usize>| {
+        if rs.is_empty() {
+            return;
         }
-    }
-    if rows8 < rows {
-        for c in 0..cols8 {
+        for c in cs {
             let row = src.offset(c as isize * stride);
-            for r in rows8..rows {
+            for r in rs.clone() {
                 *dst.add(r * p + c) = *row.add(r);
             }
         }
-    }
+    };
+    // The right edge (all rows), then the bottom one (the columns of whole blocks).
+    one_by_one(cols8..cols, 0..rows);
+    one_by_one(0..cols8, rows8..rows);
 }
 
 /// The row pitch, in elements, of a staged tile of `size`-byte elements: one cache line more
