@@ -545,6 +545,28 @@ fn thin_transposes_in_large_walks() {
     }
 }
 
+/// Threads share a tiled walk in slabs of tile rows: with an odd number of tiles (3 by 3 at
+/// 520x520, 1 by 3 at 240x600, either under a head dim of 3) a thread's share ends inside a
+/// tile, and every thread also takes a share of the edge strips.
+#[test]
+fn tiles_shared_between_threads() {
+    for (m, n) in [(520, 520), (240, 600)] {
+        let t = Array2::from_shape_fn((n, m), |(i, j)| ((i * 13 + j * 7) % 1009) as f32);
+        let x = t.t();
+        let y = Array2::from_shape_fn((m, n), |(i, j)| ((i + j * 3) % 17) as f32);
+        let want = Array2::from_shape_fn((m, n), |(i, j)| x[[i, j]] - y[[i, j]]);
+        assert_eq!(x.sub_bcast(&y, &[]).unwrap(), want, "{m}x{n}");
+        let mut out = Array2::<f32>::zeros((m, n));
+        x.sub_bcast_into(&y, &[], &mut out).unwrap();
+        assert_eq!(out, want, "{m}x{n} into");
+        // Under a head dim: the tiles' rows run on across the head's steps.
+        let x3 = x.broadcast_in_dim(&[3, m, n], &[1, 2]).unwrap();
+        let k = array![0.0f32, 1.0, 2.0];
+        let want3 = Array3::from_shape_fn((3, m, n), |(h, i, j)| x[[i, j]] * h as f32);
+        assert_eq!(x3.mul_bcast(&k, &[0]).unwrap(), want3.into_dyn());
+    }
+}
+
 #[test]
 fn fresh_results_follow_the_inputs_memory_order() {
     let (m, n) = (300, 280); // above the parallel threshold: the planned walk

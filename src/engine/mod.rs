@@ -185,10 +185,26 @@ fn run<const N: usize>(
     }
     let plan = Plan::new(shape, strides, std::array::from_fn(|k| k));
     let pieces = pieces(plan.len, width);
-    // Splits `plan` over threads in whole units of `unit` elements, `grain` units at least.
-    let walk = |plan: &Plan<N>, unit: usize, grain: usize| {
-        let inner = plan.inner_strides();
-        split(plan.len / unit, pieces, grain, &|units| {
+    // The parts of the walk, each with the unit it is split in (elements) and the alignment of
+    // its split (units): tiles in slabs of their rows (a thread's share comes as one block per
+    // tile, and at most one tile is shared: whole tiles left 520x520 f32 at 5 tiles against 4),
+    // the tiles' edge strips and untiled walks in runs of 64 elements.
+    let tiles = plan.tiled();
+    let parts: SmallVec<[(&Plan<N>, usize, usize); 3]> = match &tiles {
+        Some(tiles) => {
+            let cols = tiles[0].dims[tiles[0].dims.len() - 1];
+            std::iter::once((&tiles[0], plan::ROW_MULTIPLE * cols, 1))
+                .chain(tiles[1..].iter().map(|edge| (edge, 1, 64)))
+                .collect()
+        }
+        None => smallvec::smallvec![(&plan, 1, 64)],
+    };
+    // One fork for the whole walk: each thread takes its share of every part (a fork per
+    // part cost more than the thin edge strips themselves).
+    for_each_index(pieces, pieces, &|i| {
+        for &(plan, unit, align) in &parts {
+            let inner = plan.inner_strides();
+            let units = parallel::share(plan.len / unit, pieces, align, i);
             let range = units.start * unit..units.end * unit;
             plan.for_each_block(range, |offs, n, rows, step| {
                 // SAFETY: the plan yields offsets of elements of each operand.
@@ -203,17 +219,8 @@ fn run<const N: usize>(
                 // ones once each, and each range goes to one thread.
                 unsafe { run_block(ptrs, block, operands, &staged(&block, operands), kernel) }
             })
-        });
-    };
-    match plan.tiled() {
-        Some(tiles) => {
-            // Whole tiles to each thread: a range of them comes as one block per tile.
-            let d = tiles[0].dims.len();
-            walk(&tiles[0], tiles[0].dims[d - 2] * tiles[0].dims[d - 1], 1);
-            tiles[1..].iter().for_each(|edge| walk(edge, 1, 64));
         }
-        None => walk(&plan, 1, 64),
-    }
+    });
 }
 
 /// The operands a block stages ([`run_staged`]): inputs of plain values read across the

@@ -156,14 +156,20 @@ pub(crate) fn split(
         work(0..len);
         return;
     }
+    for_each_index(pieces, pieces, &|i| work(share(len, pieces, align, i)));
+}
+
+/// Piece `i` of `0..len` cut into `pieces` contiguous ranges whose inner boundaries are
+/// multiples of `align` (as [`split`] cuts it).
+pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::ops::Range<usize> {
     let bound = |i: usize| {
-        if i == pieces {
+        if i >= pieces {
             len
         } else {
             (len / pieces * i / align * align).min(len)
         }
     };
-    for_each_index(pieces, pieces, &|i| work(bound(i)..bound(i + 1)));
+    bound(i)..bound(i + 1)
 }
 
 /// Runs `work(i)` for each `i` in `0..n`, spread over at most `pieces` threads.
