@@ -2,8 +2,8 @@
 //! `select`, the `strict()` operators, zero-copy views and XLA element semantics.
 
 use ndarray::{
-    arr0, array, s, ArcArray, Array, Array1, Array2, Array3, ArrayD, ArrayView2, CowArray, Ix2,
-    Ix3, IxDyn, ShapeBuilder,
+    arr0, array, s, ArcArray, Array, Array1, Array2, Array3, ArrayD, ArrayView2, Axis, CowArray,
+    Ix2, Ix3, IxDyn, ShapeBuilder,
 };
 use xla_bcast::layout::{self, Layout};
 use xla_bcast::prelude::*;
@@ -509,6 +509,66 @@ fn small_transposed_operands_are_staged() {
         nested,
         Array2::from_shape_fn((9, 24), |(i, j)| x[[j, i]] + y[[i, j]] + 17)
     );
+}
+
+/// A transpose flipped along its rows (a rot90 view: a step of -1 down the rows, a large
+/// stride across them) is staged like a plain transpose: small walks, thin strips, tiles.
+#[test]
+fn flipped_transposes_are_staged() {
+    fn check<T>(m: usize, n: usize, f: impl Fn(usize) -> T)
+    where
+        T: xla_bcast::XlaElement + std::ops::Add<Output = T> + std::ops::Sub<Output = T>,
+        T: PartialEq + std::fmt::Debug,
+    {
+        // x[i][j] = t[j][m - 1 - i]: strides (-1, m).
+        let t = Array2::from_shape_fn((n, m), |(i, j)| f(i * 13 + j * 7));
+        let mut x = t.t();
+        x.invert_axis(Axis(0));
+        assert_eq!(x.strides(), &[-1, m as isize]);
+        let y = Array2::from_shape_fn((m, n), |(i, j)| f(i + j * 3));
+        let want = |g: &dyn Fn(usize, usize) -> T| Array2::from_shape_fn((m, n), |(i, j)| g(i, j));
+        let at = |i: usize, j: usize| t[[j, m - 1 - i]];
+        // Packed (fresh output, contiguous partner), on either side and on both.
+        assert_eq!(
+            x.add_bcast(&y, &[]).unwrap(),
+            want(&|i, j| at(i, j) + y[[i, j]])
+        );
+        assert_eq!(
+            y.sub_bcast(&x, &[]).unwrap(),
+            want(&|i, j| y[[i, j]] - at(i, j))
+        );
+        assert_eq!(
+            x.sub_bcast(&x.t().t(), &[]).unwrap(),
+            want(&|i, j| at(i, j) - at(i, j))
+        );
+        // Not packed: a broadcast row, an output with gaps between its rows; in place.
+        let row = y.slice(s![..1, ..]);
+        assert_eq!(
+            x.add_bcast(&row, &[]).unwrap(),
+            want(&|i, j| at(i, j) + y[[0, j]])
+        );
+        let mut wide = Array2::from_elem((m, n + 3), f(0));
+        x.sub_bcast_into(&y, &[], &mut wide.slice_mut(s![.., 1..n + 1]))
+            .unwrap();
+        assert_eq!(
+            wide.slice(s![.., 1..n + 1]),
+            want(&|i, j| at(i, j) - y[[i, j]])
+        );
+        let mut acc = y.clone();
+        acc.add_assign_bcast(&x, &[]).unwrap();
+        assert_eq!(acc, want(&|i, j| y[[i, j]] + at(i, j)));
+    }
+    // Small walks (with edges), in every plain width.
+    for (m, n) in [(8, 8), (13, 29), (64, 64), (100, 9)] {
+        check(m, n, |v| (v % 101) as i8 - 50);
+        check(m, n, |v| (v % 1009) as i16);
+        check(m, n, |v| (v % 1009) as f32);
+        check(m, n, |v| (v % 1009) as f64);
+    }
+    // Parallel walks (above the threshold for 8-byte elements): thin strips, tiles with edges.
+    for (m, n) in [(3000, 24), (40, 1700), (520, 300)] {
+        check(m, n, |v| (v % 1009) as f64);
+    }
 }
 
 /// Large walks (split over threads) that read an operand across short rows, or across rows too

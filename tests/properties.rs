@@ -164,6 +164,8 @@ type Op = (fn(i32, i32) -> i32, &'static str);
 enum Kind {
     Standard,
     Transposed,
+    /// Transposed, then every other axis reversed (at rank 2 a rot90: strides (-1, n)).
+    Rotated,
     Stepped,
     Reversed,
     Broadcast,
@@ -173,6 +175,7 @@ fn kind() -> impl Strategy<Value = Kind> {
     prop_oneof![
         Just(Kind::Standard),
         Just(Kind::Transposed),
+        Just(Kind::Rotated),
         Just(Kind::Stepped),
         Just(Kind::Reversed),
         Just(Kind::Broadcast)
@@ -194,7 +197,7 @@ fn storage(shape: &[usize], kind: Kind, seed: i32) -> ArrayD<i32> {
     };
     match kind {
         Kind::Standard | Kind::Reversed => fill(shape),
-        Kind::Transposed => {
+        Kind::Transposed | Kind::Rotated => {
             let rev: Vec<usize> = shape.iter().rev().copied().collect();
             fill(&rev)
         }
@@ -214,6 +217,13 @@ fn view_of<'a>(st: &'a ArrayD<i32>, shape: &[usize], kind: Kind) -> ArrayViewD<'
     match kind {
         Kind::Standard => v,
         Kind::Transposed => v.reversed_axes(),
+        Kind::Rotated => {
+            let mut v = v.reversed_axes();
+            for ax in (0..v.ndim()).step_by(2) {
+                v.invert_axis(Axis(ax));
+            }
+            v
+        }
         Kind::Stepped => {
             let mut v = v;
             for (ax, &n) in shape.iter().enumerate() {
@@ -303,7 +313,8 @@ proptest! {
             // One contiguous block, no negative stride; standard layout unless an input is
             // transposed (C-ordered, stepped, reversed and broadcast inputs have nothing else to follow).
             prop_assert!(r.as_slice_memory_order().is_some() && r.strides().iter().all(|&s| s >= 0));
-            let transposed = matches!(ka, Kind::Transposed) || matches!(kb, Kind::Transposed);
+            let transposed = |k| matches!(k, Kind::Transposed | Kind::Rotated);
+            let transposed = transposed(ka) || transposed(kb);
             prop_assert!(transposed || r.is_standard_layout());
         }
         let lt = a.lt_bcast(&b, &dims).ok();

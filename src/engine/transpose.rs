@@ -31,24 +31,26 @@ pub(super) fn plain_size<T>() -> Option<usize> {
     plain.contains(&id).then_some(std::mem::size_of::<T>())
 }
 
-/// Copies `shape = [rows, cols]` (`cols <= pitch`), transposed into rows `pitch` elements apart:
-/// `dst[r * pitch + c] = src[c * stride + r]` for `r < rows`, `c < cols`, for elements
-/// of `size` bytes (a size [`plain_size`] returned). Whole 8x8 blocks go through the register
-/// transposes; the edges of a shape that is not a multiple of 8 are copied one by one.
+/// Copies `shape = [rows, cols]` (`cols <= |pitch|`), transposed into rows `pitch` elements
+/// apart: `dst[r * pitch + c] = src[c * stride + r]` for `r < rows`, `c < cols`, for elements
+/// of `size` bytes (a size [`plain_size`] returned). A negative `pitch` writes the rows upwards
+/// from `dst` (how a source read backwards along its rows lands in order). Whole 8x8 blocks go
+/// through the register transposes; the edges of a shape that is not a multiple of 8 are
+/// copied one by one.
 ///
 /// # Safety
 /// `src` points at a plain element such that every `src[c * stride + r]` (`r < rows`,
-/// `c < cols`) is an initialised element of the same array; `dst` is valid for
-/// `rows * pitch` writes of `size` bytes, aligned for them, and overlaps nothing read.
+/// `c < cols`) is an initialised element of the same array; every `dst[r * pitch + c]` is
+/// valid for a write of `size` bytes, aligned for it, and overlaps nothing read.
 pub(super) unsafe fn transpose_tile(
     src: *const u8,
     stride: isize,
     dst: *mut u8,
-    pitch: usize,
+    pitch: isize,
     size: usize,
     shape: [usize; 2],
 ) {
-    debug_assert!(shape[1] <= pitch);
+    debug_assert!(shape[1] <= pitch.unsigned_abs());
     match size {
         1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u8>),
         2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u16>),
@@ -80,9 +82,9 @@ unsafe fn copy<U: Copy>(
     src: *const U,
     stride: isize,
     dst: *mut U,
-    p: usize,
+    p: isize,
     [rows, cols]: [usize; 2],
-    blocks: unsafe fn(*const U, isize, *mut U, usize, [usize; 2]),
+    blocks: unsafe fn(*const U, isize, *mut U, isize, [usize; 2]),
 ) {
     let (rows8, cols8) = (rows / 8 * 8, cols / 8 * 8);
     if rows8 > 0 && cols8 > 0 {
@@ -96,7 +98,7 @@ unsafe fn copy<U: Copy>(
         for c in cs {
             let row = src.offset(c as isize * stride);
             for r in rs.clone() {
-                *dst.add(r * p + c) = *row.add(r);
+                *dst.offset(r as isize * p + c as isize) = *row.add(r);
             }
         }
     };
@@ -121,7 +123,7 @@ unsafe fn blocks<U: Copy>(
     src: *const U,
     stride: isize,
     dst: *mut U,
-    p: usize,
+    p: isize,
     [rows, cols]: [usize; 2],
 ) {
     const B: usize = 8;
@@ -130,7 +132,7 @@ unsafe fn blocks<U: Copy>(
             for c in c0..c0 + B {
                 let row = src.offset(c as isize * stride);
                 for r in r0..r0 + B {
-                    *dst.add(r * p + c) = *row.add(r);
+                    *dst.offset(r as isize * p + c as isize) = *row.add(r);
                 }
             }
         }
@@ -151,7 +153,7 @@ mod avx {
         src: *const f32,
         stride: isize,
         dst: *mut f32,
-        p: usize,
+        p: isize,
         [rows, cols]: [usize; 2],
     ) {
         for c0 in (0..cols).step_by(8) {
@@ -165,7 +167,7 @@ mod avx {
                     let hi = _mm_loadu_ps(s.offset((k + 4) * stride).add(at));
                     _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi)
                 };
-                let d = dst.add(r0 * p + c0);
+                let d = dst.offset(r0 as isize * p + c0 as isize);
                 for half in 0..2 {
                     let at = 4 * half;
                     let (a, b, c, e) = (pair(0, at), pair(1, at), pair(2, at), pair(3, at));
@@ -179,7 +181,7 @@ mod avx {
                         _mm256_shuffle_ps::<0xEE>(ab1, ce1),
                     ];
                     for (j, v) in out.into_iter().enumerate() {
-                        _mm256_storeu_ps(d.add((at + j) * p), v);
+                        _mm256_storeu_ps(d.offset((at + j) as isize * p), v);
                     }
                 }
             }
@@ -194,7 +196,7 @@ mod avx {
         src: *const f64,
         stride: isize,
         dst: *mut f64,
-        p: usize,
+        p: isize,
         [rows, cols]: [usize; 2],
     ) {
         for c0 in (0..cols).step_by(4) {
@@ -207,12 +209,12 @@ mod avx {
                     let hi = _mm_loadu_pd(s.offset((k + 2) * stride).add(at));
                     _mm256_insertf128_pd::<1>(_mm256_castpd128_pd256(lo), hi)
                 };
-                let d = dst.add(r0 * p + c0);
+                let d = dst.offset(r0 as isize * p + c0 as isize);
                 for half in 0..2 {
                     let at = 2 * half;
                     let (a, b) = (pair(0, at), pair(1, at));
-                    _mm256_storeu_pd(d.add(at * p), _mm256_unpacklo_pd(a, b));
-                    _mm256_storeu_pd(d.add((at + 1) * p), _mm256_unpackhi_pd(a, b));
+                    _mm256_storeu_pd(d.offset(at as isize * p), _mm256_unpacklo_pd(a, b));
+                    _mm256_storeu_pd(d.offset((at + 1) as isize * p), _mm256_unpackhi_pd(a, b));
                 }
             }
         }
@@ -223,7 +225,7 @@ mod avx {
 mod tests {
     use super::*;
 
-    type Transpose<T> = unsafe fn(*const T, isize, *mut T, usize, [usize; 2]);
+    type Transpose<T> = unsafe fn(*const T, isize, *mut T, isize, [usize; 2]);
 
     /// Whole blocks: a whole tile, a slab of 16 rows (16 source columns) from column 8, and
     /// narrower tiles.
@@ -233,7 +235,8 @@ mod tests {
     const EDGES: [[usize; 3]; 5] = [[13, 29, 3], [7, 5, 0], [16, 61, 8], [1, 1, 0], [9, TILE, 1]];
 
     /// Runs `transpose` over `shapes` (`[rows, cols, first source column]`) of `make`'s values,
-    /// into rows at the staging pitch and at a pitch of `cols`, and checks every element.
+    /// into rows at the staging pitch and at a pitch of `cols`, each also upwards (a negative
+    /// pitch from the last row), and checks every element.
     fn check<T: Copy + PartialEq + std::fmt::Debug>(
         make: impl Fn(usize) -> T,
         transpose: Transpose<T>,
@@ -243,21 +246,29 @@ mod tests {
         let sp = TILE + 3;
         let src: Vec<T> = (0..(TILE + 1) * sp).map(&make).collect();
         for &[rows, cols, first] in shapes {
-            for p in [pitch(std::mem::size_of::<T>()), cols] {
+            for (p, up) in [pitch(std::mem::size_of::<T>()), cols]
+                .into_iter()
+                .flat_map(|p| [(p, false), (p, true)])
+            {
                 let mut dst = vec![make(0); rows * p];
+                // Row r of the copy lands in row r of `dst`, or in row rows - 1 - r upwards.
+                let row = |r: usize| if up { rows - 1 - r } else { r };
                 // SAFETY: every src[sp + first + c * sp + r] with r < rows + first <= TILE + 8
-                // and c < cols <= TILE is inside `src`; `dst` holds `rows` rows of `p` elements.
+                // and c < cols <= TILE is inside `src`; `dst` holds `rows` rows of `p` elements,
+                // and `to + r * pitch` is the start of one of them for every r < rows.
                 unsafe {
                     let from = src.as_ptr().add(sp + first);
-                    transpose(from, sp as isize, dst.as_mut_ptr(), p, [rows, cols])
+                    let to = dst.as_mut_ptr().add(row(0) * p);
+                    let pitch = if up { -(p as isize) } else { p as isize };
+                    transpose(from, sp as isize, to, pitch, [rows, cols])
                 };
                 for r in 0..rows {
                     for c in 0..cols {
                         let want = src[sp + first + c * sp + r];
                         assert_eq!(
-                            dst[r * p + c],
+                            dst[row(r) * p + c],
                             want,
-                            "({r}, {c}) of {rows}x{cols}, pitch {p}"
+                            "({r}, {c}) of {rows}x{cols}, pitch {p}, upwards {up}"
                         );
                     }
                 }
@@ -266,7 +277,7 @@ mod tests {
     }
 
     /// The dispatching entry point, as the engine calls it.
-    unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, p: usize, shape: [usize; 2]) {
+    unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, p: isize, shape: [usize; 2]) {
         let size = plain_size::<T>().expect("a primitive is plain");
         transpose_tile(src.cast(), stride, dst.cast(), p, size, shape)
     }
