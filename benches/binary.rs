@@ -103,6 +103,15 @@ where
         group.bench_function("ndarray_ops/transposed_lhs", |bench| {
             bench.iter(|| black_box(&at + &b_full))
         });
+        // A rot90 view (transposed, then flipped down its rows: a step of -1).
+        let mut rot = a_full.t();
+        rot.invert_axis(ndarray::Axis(0));
+        group.bench_function("xla_bcast/rot90_lhs", |bench| {
+            bench.iter(|| black_box(rot.add_bcast(&b_full, &[]).unwrap()))
+        });
+        group.bench_function("ndarray_ops/rot90_lhs", |bench| {
+            bench.iter(|| black_box(&rot + &b_full))
+        });
         // Both F-ordered: the result follows their memory order.
         let bt = b_full.t();
         group.bench_function("xla_bcast/both_transposed", |bench| {

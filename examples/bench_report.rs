@@ -102,6 +102,16 @@ fn main() {
         transposed / hand_ms,
         transposed / same
     );
+    // A rot90 view: transposed, then flipped down its rows (a step of -1).
+    let mut rot = a.t();
+    rot.invert_axis(ndarray::Axis(0));
+    let rotated = ms(best(reps, || rot.add_bcast(&b, &[]).unwrap()));
+    println!(
+        "| rot90 lhs | {rotated:.2} ms | {:.2} ms | | {:.2} (vs contiguous: {:.2}x) | | |",
+        ms(best(reps, || &rot + &b)),
+        rotated / hand_ms,
+        rotated / same
+    );
     // Both F-ordered: the result follows them, so nothing is read across its rows.
     let bt = b.t();
     let both = ms(best(reps, || at.add_bcast(&bt, &[]).unwrap()));
