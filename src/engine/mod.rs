@@ -393,11 +393,10 @@ fn tiles_small<const N: usize>(block: &Block<N>, staged: &[bool; N]) -> bool {
 }
 
 /// A small walk (serial: below [`parallel::PARALLEL_THRESHOLD_BYTES`], elements of at most
-/// `width` bytes) as one block, when its dims merge into at most two in their own order and
-/// that order runs the written array's inner loop along its smaller stride: the common small
-/// cases then skip planning altogether. (Data this small sits in cache, but a strided inner
-/// loop does not vectorise: an F-ordered output goes to the planner, which walks it in memory
-/// order; an input read across the block's rows is staged, see [`staged`].)
+/// `width` bytes) as one block, when its dims merge into at most two in their own order: the
+/// common small cases then skip planning altogether. The block's inner loop runs along the
+/// written array's smaller stride (data this small sits in cache, but a strided inner loop
+/// does not vectorise); an input read across the block's rows is staged, see [`staged`].
 fn small_block<const N: usize>(
     shape: &[usize],
     strides: &[&[isize]; N],
@@ -433,7 +432,23 @@ fn small_block<const N: usize>(
     }
     let [(n, inner), (rows, step)] = merged;
     if rows > 1 && step[0].unsigned_abs() < inner[0].unsigned_abs() {
-        return None;
+        // The written array runs along the outer dim (F order): walk the two the other way
+        // round, as one run when every operand continues from one column into the next (all
+        // F-ordered: 64x64 f32 1.26 us through the planner, ndarray 0.84 us).
+        if (0..N).all(|k| inner[k] == step[k] * rows as isize) {
+            return Some(Block {
+                n: n * rows,
+                inner: step,
+                rows: 1,
+                step: [0; N],
+            });
+        }
+        return Some(Block {
+            n: rows,
+            inner: step,
+            rows: n,
+            step: inner,
+        });
     }
     Some(Block {
         n,
@@ -683,17 +698,29 @@ mod tests {
 
     use crate::prelude::*;
 
-    /// Small walks skip the planner only when the written array's inner loop has its smaller
-    /// stride (so it vectorises); an F-ordered output goes to the planner, which merges it.
+    /// Small walks skip the planner, their inner loop along the written array's smaller stride
+    /// (so it vectorises): an F-ordered output is walked down its columns.
     #[test]
     fn small_walks_keep_unit_stride_outputs() {
         let c = super::small_block(&[64, 64], &[&[64, 1], &[64, 1]], 4).expect("one block");
         assert_eq!((c.n, c.inner), (4096, [1, 1]));
         let row = super::small_block(&[64, 64], &[&[64, 1], &[0, 1]], 4).expect("one block");
         assert_eq!((row.n, row.rows, row.step), (64, 64, [64, 0]));
-        assert!(super::small_block(&[64, 64], &[&[1, 64], &[1, 64]], 4).is_none());
-        let f = super::Plan::new(&[64, 64], [&[1, 64], &[1, 64]], [0, 1]);
-        assert_eq!(f.dims.as_slice(), &[4096]);
+        let (m, n) = (48isize, 40isize);
+        let (c, f) = ([n, 1], [1, m]);
+        let shape = [m as usize, n as usize];
+        // All F-ordered (and a scalar): one run down the columns.
+        let block = super::small_block(&shape, &[&f, &f, &[0, 0]], 4).expect("one block");
+        assert_eq!((block.n, block.rows, block.inner), (48 * 40, 1, [1, 1, 0]));
+        // An F-ordered output with a row broadcast down it, or a C-ordered input: rows down
+        // the output's columns (the C-ordered input read across them).
+        let block = super::small_block(&shape, &[&f, &[0, 1], &c], 4).expect("one block");
+        assert_eq!((block.n, block.rows), (48, 40));
+        assert_eq!((block.inner, block.step), ([1, 0, n], [m, 1, 1]));
+        // A C-ordered output: as it comes.
+        let block = super::small_block(&shape, &[&c, &f, &c], 4).expect("one block");
+        assert_eq!((block.n, block.rows), (40, 48));
+        assert_eq!((block.inner, block.step), ([1, m, 1], [n, 1, n]));
     }
 
     /// Blocks stage an operand read across their rows from 8x8; small walks whose rows are
