@@ -61,7 +61,8 @@ pub(super) fn uninit<C, D: Dimension>(
 pub(crate) fn with_capacity<C>(len: usize) -> Option<Vec<C>> {
     let size = std::mem::size_of::<C>();
     let bytes = len.checked_mul(size)?;
-    let spare = match huge_pages_for(bytes) && bytes >= SPARE_MIN_BYTES {
+    let huge = cfg!(target_os = "linux") && bytes >= HUGE_PAGE_MIN_BYTES;
+    let spare = match huge && bytes >= SPARE_MIN_BYTES {
         true => HUGE.div_ceil(size),
         false => 0,
     };
@@ -70,9 +71,10 @@ pub(crate) fn with_capacity<C>(len: usize) -> Option<Vec<C>> {
         Some(room) if buffer.try_reserve_exact(room).is_ok() => {}
         _ => buffer.try_reserve_exact(len).ok()?,
     }
-    if huge_pages_for(bytes) {
-        // Up to the last boundary inside the allocation: past the data only with the spare.
-        let end = match buffer.capacity() - len >= spare && spare > 0 {
+    if huge {
+        // Up to the last boundary inside the allocation: past the data only with the spare
+        // (the fallback above may have reserved without it).
+        let end = match spare > 0 && buffer.capacity() - len >= spare {
             true => bytes + HUGE - 1,
             false => bytes,
         };
@@ -84,11 +86,6 @@ pub(crate) fn with_capacity<C>(len: usize) -> Option<Vec<C>> {
 /// The huge page size the advice works in (x86-64 and aarch64 with 4 KiB base pages).
 const HUGE: usize = 2 << 20;
 
-/// Whether an allocation of `bytes` gets the huge-page advice.
-fn huge_pages_for(bytes: usize) -> bool {
-    cfg!(target_os = "linux") && bytes >= HUGE_PAGE_MIN_BYTES
-}
-
 /// Advises as huge the whole 2 MiB-aligned pages of the `bytes` from `ptr`, which the caller
 /// owns.
 #[cfg(target_os = "linux")]
@@ -96,9 +93,9 @@ fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     let start = (ptr as usize).next_multiple_of(HUGE);
     let end = (ptr as usize + bytes) & !(HUGE - 1);
     if end > start {
-        // SAFETY: [start, end) lies inside the allocation we own and have not handed out; MADV_HUGEPAGE only changes how the kernel backs those pages,
-        // never their contents or ownership, and a failure (e.g. THP disabled) is harmless, so
-        // its result is ignored.
+        // SAFETY: [start, end) lies inside the allocation we own and have not handed out;
+        // MADV_HUGEPAGE only changes how the kernel backs those pages, never their contents or
+        // ownership, and a failure (e.g. THP disabled) is harmless, so its result is ignored.
         unsafe {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
