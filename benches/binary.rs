@@ -112,6 +112,16 @@ where
         group.bench_function("ndarray_ops/rot90_lhs", |bench| {
             bench.iter(|| black_box(&rot + &b_full))
         });
+        // A transpose sliced with a step of 2 down its rows (gathered into the staging buffer).
+        let wide: Array2<T> = filled((n, 2 * n));
+        let stepped = wide.t();
+        let stepped = stepped.slice(ndarray::s![..;2, ..]);
+        group.bench_function("xla_bcast/stepped_transposed_lhs", |bench| {
+            bench.iter(|| black_box(stepped.add_bcast(&b_full, &[]).unwrap()))
+        });
+        group.bench_function("ndarray_ops/stepped_transposed_lhs", |bench| {
+            bench.iter(|| black_box(&stepped + &b_full))
+        });
         // Both F-ordered: the result follows their memory order.
         let bt = b_full.t();
         group.bench_function("xla_bcast/both_transposed", |bench| {

@@ -112,6 +112,18 @@ fn main() {
         rotated / hand_ms,
         rotated / same
     );
+    // A transpose sliced with a step of 2 down its rows (gathered into the staging buffer).
+    let wide = Array2::from_shape_fn((n, 2 * n), |(i, j)| (i + j) as f32);
+    let stepped_view = wide.t();
+    let stepped_view = stepped_view.slice(ndarray::s![..;2, ..]);
+    let stepped = ms(best(reps, || stepped_view.add_bcast(&b, &[]).unwrap()));
+    println!(
+        "| stepped transposed lhs (`t()[..;2, ..]`) | {stepped:.2} ms | {:.2} ms | | {:.2} (vs contiguous: {:.2}x) | | |",
+        ms(best(reps, || &stepped_view + &b)),
+        stepped / hand_ms,
+        stepped / same
+    );
+    drop(wide);
     // Both F-ordered: the result follows them, so nothing is read across its rows.
     let bt = b.t();
     let both = ms(best(reps, || at.add_bcast(&bt, &[]).unwrap()));

@@ -571,6 +571,97 @@ fn flipped_transposes_are_staged() {
     }
 }
 
+/// A transpose sliced with a step down its rows (`a.t().slice(s![..;2, ..])`: a large stride
+/// across the rows, a step of 2 down them) is staged through gathers where the CPU has them
+/// (4- and 8-byte elements), forwards and backwards, in small walks, in thin strips and in the
+/// tiles a transposed partner asks for; other widths are read in place. Either way every
+/// element is right.
+#[test]
+fn stepped_transposes_are_staged() {
+    fn check<T>(m: usize, n: usize, step: isize, f: impl Fn(usize) -> T)
+    where
+        T: xla_bcast::XlaElement + std::ops::Add<Output = T> + std::ops::Sub<Output = T>,
+        T: PartialEq + std::fmt::Debug,
+    {
+        let t = Array2::from_shape_fn((n, m * step.unsigned_abs() + 1), |(i, j)| f(i * 13 + j * 7));
+        let x = t.t().slice_move(s![..;step, ..]);
+        let x = x.slice(s![..m, ..]);
+        assert_eq!(
+            (x.shape(), x.strides()[1]),
+            (&[m, n][..], t.ncols() as isize)
+        );
+        let y = Array2::from_shape_fn((m, n), |(i, j)| f(i + j * 3));
+        let want = |g: &dyn Fn(usize, usize) -> T| Array2::from_shape_fn((m, n), |(i, j)| g(i, j));
+        let at = |i: usize, j: usize| x[[i, j]];
+        let case = format!("{m}x{n}, step {step}");
+        // Packed (fresh output, contiguous partner), on either side and on both.
+        assert_eq!(
+            x.add_bcast(&y, &[]).unwrap(),
+            want(&|i, j| at(i, j) + y[[i, j]]),
+            "{case}"
+        );
+        assert_eq!(
+            y.sub_bcast(&x, &[]).unwrap(),
+            want(&|i, j| y[[i, j]] - at(i, j)),
+            "{case}"
+        );
+        assert_eq!(
+            x.add_bcast(&x, &[]).unwrap(),
+            want(&|i, j| at(i, j) + at(i, j)),
+            "{case}"
+        );
+        // A transposed partner (staged too; above the tile size the walk is tiled for it).
+        let yt = y.t().to_owned();
+        assert_eq!(
+            x.sub_bcast(&yt.t(), &[]).unwrap(),
+            want(&|i, j| at(i, j) - y[[i, j]]),
+            "{case}"
+        );
+        // Not packed: a broadcast row, an output with gaps between its rows; in place.
+        let row = y.slice(s![..1, ..]);
+        assert_eq!(
+            x.add_bcast(&row, &[]).unwrap(),
+            want(&|i, j| at(i, j) + y[[0, j]]),
+            "{case}"
+        );
+        let mut wide = Array2::from_elem((m, n + 3), f(0));
+        x.sub_bcast_into(&y, &[], &mut wide.slice_mut(s![.., 1..n + 1]))
+            .unwrap();
+        assert_eq!(
+            wide.slice(s![.., 1..n + 1]),
+            want(&|i, j| at(i, j) - y[[i, j]]),
+            "{case}"
+        );
+        assert!(wide
+            .column(0)
+            .iter()
+            .chain(wide.column(n + 1))
+            .all(|v| *v == f(0)));
+        let mut acc = y.clone();
+        acc.add_assign_bcast(&x, &[]).unwrap();
+        assert_eq!(acc, want(&|i, j| y[[i, j]] + at(i, j)), "{case}");
+    }
+    // Small walks (with edges: columns not a multiple of 8 or 4), in every plain width.
+    for (m, n) in [(8, 8), (13, 29), (64, 64), (100, 9), (9, 100)] {
+        for step in [2, -3] {
+            check(m, n, step, |v| (v % 101) as i8 - 50);
+            check(m, n, step, |v| (v % 1009) as i16);
+            check(m, n, step, |v| (v % 1009) as f32);
+            check(m, n, step, |v| (v % 1009) as i32);
+            check(m, n, step, |v| (v % 1009) as f64);
+            check(m, n, step, |v| v as i64 * 0x1_0000_0001);
+        }
+    }
+    for step in [-2, 7] {
+        check(64, 64, step, |v| (v % 1009) as f32);
+        check(64, 64, step, |v| (v % 1009) as f64);
+    }
+    // Parallel walks (a thread's range may end inside a row): thin strips, and tiles that a
+    // transposed partner asks for (with edges).
+    check(40, 1700, 2, |v| (v % 1009) as f64);
+    check(260, 270, -3, |v| (v % 1009) as f64);
+}
+
 /// Large walks (split over threads) that read an operand across short rows, or across rows too
 /// few to tile, stage it block by block; a thread's range may start and end inside a row.
 #[test]

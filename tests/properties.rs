@@ -167,6 +167,8 @@ enum Kind {
     /// Transposed, then every other axis reversed (at rank 2 a rot90: strides (-1, n)).
     Rotated,
     Stepped,
+    /// Transposed, then sliced with a step of 2 along every axis (staged through gathers).
+    SteppedTransposed,
     Reversed,
     Broadcast,
 }
@@ -177,6 +179,7 @@ fn kind() -> impl Strategy<Value = Kind> {
         Just(Kind::Transposed),
         Just(Kind::Rotated),
         Just(Kind::Stepped),
+        Just(Kind::SteppedTransposed),
         Just(Kind::Reversed),
         Just(Kind::Broadcast)
     ]
@@ -202,6 +205,9 @@ fn storage(shape: &[usize], kind: Kind, seed: i32) -> ArrayD<i32> {
             fill(&rev)
         }
         Kind::Stepped => fill(&shape.iter().map(|&n| 2 * n + 1).collect::<Vec<_>>()),
+        Kind::SteppedTransposed => {
+            fill(&shape.iter().rev().map(|&n| 2 * n + 1).collect::<Vec<_>>())
+        }
         Kind::Broadcast => fill(
             &shape
                 .iter()
@@ -224,8 +230,11 @@ fn view_of<'a>(st: &'a ArrayD<i32>, shape: &[usize], kind: Kind) -> ArrayViewD<'
             }
             v
         }
-        Kind::Stepped => {
-            let mut v = v;
+        Kind::Stepped | Kind::SteppedTransposed => {
+            let mut v = match kind {
+                Kind::Stepped => v,
+                _ => v.reversed_axes(),
+            };
             for (ax, &n) in shape.iter().enumerate() {
                 v.slice_axis_inplace(Axis(ax), Slice::new(1, None, 2));
                 v.slice_axis_inplace(Axis(ax), Slice::from(..n));
@@ -313,7 +322,7 @@ proptest! {
             // One contiguous block, no negative stride; standard layout unless an input is
             // transposed (C-ordered, stepped, reversed and broadcast inputs have nothing else to follow).
             prop_assert!(r.as_slice_memory_order().is_some() && r.strides().iter().all(|&s| s >= 0));
-            let transposed = |k| matches!(k, Kind::Transposed | Kind::Rotated);
+            let transposed = |k| matches!(k, Kind::Transposed | Kind::Rotated | Kind::SteppedTransposed);
             let transposed = transposed(ka) || transposed(kb);
             prop_assert!(transposed || r.is_standard_layout());
         }

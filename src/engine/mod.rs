@@ -224,17 +224,18 @@ fn run<const N: usize>(
 }
 
 /// The operands a block stages ([`run_staged`]): inputs of plain values read across the
-/// block's rows (a step of 1 or -1, a stride of at least 8 along them), in a block at least 8
-/// by 8.
-/// (64x64 f32 transposed add: 2.9 us gathered, 1.4 us staged; the contiguous add 0.7 us.)
+/// block's rows (a stride of at least 8 along them) with a step of 1 or -1 down them, or another
+/// step where the stepped copy gathers ([`transpose::gathers`]), in a block at least 8 by 8.
+/// (64x64 f32 transposed add: 2.9 us read in place, 1.4 us staged; the contiguous add 0.7 us.)
 fn staged<const N: usize>(block: &Block<N>, operands: [Operand; N]) -> [bool; N] {
     let big = block.rows >= 8 && block.n >= 8;
     std::array::from_fn(|k| {
+        let (step, inner, size) = (block.step[k], block.inner[k], operands[k].size);
         k > 0
             && big
             && operands[k].plain
-            && block.step[k].unsigned_abs() == 1
-            && block.inner[k].unsigned_abs() >= 8
+            && inner.unsigned_abs() >= 8
+            && (step.unsigned_abs() == 1 || (step != 0 && transpose::gathers(size, inner)))
     })
 }
 
@@ -321,8 +322,8 @@ fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> R {
 ///
 /// # Safety
 /// Every element the block addresses is an element of its operand (the written ones distinct
-/// and this thread's); an operand with `staged[k]` is plain with `block.step[k]` 1 or -1, and
-/// `parts[k]` is this thread's, room for [`SLAB`] rows at the staging pitch of its elements.
+/// and this thread's); an operand with `staged[k]` is plain with a nonzero `block.step[k]`,
+/// and `parts[k]` is this thread's, room for [`SLAB`] rows at the staging pitch of its elements.
 unsafe fn run_staged<const N: usize>(
     ptrs: [*mut u8; N],
     block: Block<N>,
@@ -354,22 +355,25 @@ unsafe fn run_staged<const N: usize>(
                 let buffer = parts[k].cast::<u8>();
                 // A source read backwards along the rows (step -1, e.g. a transpose flipped: a
                 // rot90) is read forwards from its last row and written upwards from the
-                // buffer's last row, so the staged rows come out in order either way.
-                let (src, dst, p) = match block.step[k] {
-                    1 => (at[k], buffer, pitch as isize),
-                    _ => (
+                // buffer's last row, so the staged rows come out in order either way (and go
+                // through the register transposes); other steps are gathered as they come.
+                let (src, step, dst, p) = match block.step[k] {
+                    -1 => (
                         at[k].sub((rows - 1) * size),
+                        1,
                         buffer.add((rows - 1) * pitch * size),
                         -(pitch as isize),
                     ),
+                    step => (at[k], step, buffer, pitch as isize),
                 };
                 // SAFETY: the piece's elements of operand `k` are at
-                // `at[k] + c * inner[k] + r * step[k]` (r < rows, c < n, a step of 1 or -1), all
-                // inside its array, so `src + c * inner[k] + r` is too; the buffer holds SLAB
-                // rows of its elements at the staging pitch (n is at most that), and `dst` is
-                // the first row written of the `rows` the copy fills; its elements are aligned
-                // (plain sizes are at most 8) and the buffer is this thread's own.
-                transpose::transpose_tile(src, block.inner[k], dst, p, size, [rows, n]);
+                // `at[k] + c * inner[k] + r * step[k]` (r < rows, c < n), all inside its array,
+                // so `src + c * inner[k] + r * step` is too (for a step of -1, `src` is the
+                // last row's); the buffer holds SLAB rows of its elements at the staging pitch
+                // (n is at most that), and `dst` is the first row written of the `rows` the copy
+                // fills; its elements are aligned (plain sizes are at most 8) and the buffer is
+                // this thread's own.
+                transpose::transpose_tile(src, block.inner[k], step, dst, p, size, [rows, n]);
                 at[k] = buffer;
                 piece.inner[k] = 1;
                 piece.step[k] = pitch as isize;
@@ -749,14 +753,23 @@ mod tests {
         }
         let wide = block(300);
         assert!(super::tiles_small(&wide, &super::staged(&wide, plain)));
-        // Read backwards down the rows (a flipped transpose): staged too; a step of 2 is not.
-        for (step, want) in [(-1, true), (2, false), (-2, false)] {
+        // Read backwards down the rows (a flipped transpose): staged too; other steps (a
+        // transpose sliced with a step) where the copy gathers, which needs 32-bit offsets.
+        let gathers = super::transpose::gathers(4, 64);
+        for (step, inner, want) in [
+            (-1, 64, true),
+            (2, 64, gathers),
+            (-3, 64, gathers),
+            (0, 64, false),
+            (1, 1 << 30, true),
+            (2, 1 << 30, false),
+        ] {
             let mut b = block(64);
-            b.step[1] = step;
+            (b.step[1], b.inner[1]) = (step, inner);
             assert_eq!(
                 super::staged(&b, plain),
                 [false, want, false],
-                "step {step}"
+                "step {step}, stride {inner}"
             );
         }
         assert_eq!(super::staged(&block(7), plain), [false; 3]);
