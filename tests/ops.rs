@@ -617,6 +617,14 @@ fn stepped_transposes_are_staged() {
             want(&|i, j| at(i, j) - y[[i, j]]),
             "{case}"
         );
+        // Read backwards across the rows too (a negative stride between the source rows).
+        let mut xr = x.view();
+        xr.invert_axis(Axis(1));
+        assert_eq!(
+            xr.add_bcast(&y, &[]).unwrap(),
+            want(&|i, j| xr[[i, j]] + y[[i, j]]),
+            "{case}, columns reversed"
+        );
         // Not packed: a broadcast row, an output with gaps between its rows; in place.
         let row = y.slice(s![..1, ..]);
         assert_eq!(

@@ -2,8 +2,9 @@
 //! loop) costs a cache line per element and a scalar load each, which no compiler vectorises,
 //! and with power-of-two row pitches every such line falls in one L1 set. The engine copies a
 //! slab of such an operand at a time, transposed, into a small buffer, reading it along its
-//! rows, and then runs the ordinary unit-stride kernels over it. The copy moves bits, so it is
-//! only done for the primitive types whose values are their bits.
+//! rows (or gathering it, when it is also sliced with a step along them), and then runs the
+//! ordinary unit-stride kernels over it. The copy moves bits, so it is only done for the
+//! primitive types whose values are their bits.
 
 use std::any::TypeId;
 
