@@ -72,7 +72,13 @@ pub(super) unsafe fn transpose_tile(
         };
     }
     match size {
+        #[cfg(target_arch = "x86_64")]
+        1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, sse2::tile_8),
+        #[cfg(target_arch = "x86_64")]
+        2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, sse2::tile_16),
+        #[cfg(not(target_arch = "x86_64"))]
         1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u8>),
+        #[cfg(not(target_arch = "x86_64"))]
         2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u16>),
         4 => {
             #[cfg(target_arch = "x86_64")]
@@ -193,6 +199,102 @@ unsafe fn blocks<U: Copy>(
                 let row = src.offset(c as isize * stride);
                 for r in r0..r0 + B {
                     *dst.offset(r as isize * p + c as isize) = *row.add(r);
+                }
+            }
+        }
+    }
+}
+
+/// Register transposes of 1- and 2-byte elements with SSE2 (part of every x86_64 CPU): an 8x8
+/// block moves with eight 8- or 16-byte loads, three rounds of interleaves and eight stores.
+/// (A transposed add, over the contiguous add, element-by-element blocks -> these: u8 64x64
+/// 11x -> 3.1x, 512x512 15x -> 3.6x, 2048x2048 6x -> 2.5x; i16 8-8.8x -> 3.4x, 5.7-6.4x -> 2.5x,
+/// 4.1x -> 2.1-2.2x.)
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// As [`super::transpose_tile`] for 1-byte elements, with `rows` and `cols` multiples of 8.
+    pub(super) unsafe fn tile_8(
+        src: *const u8,
+        stride: isize,
+        dst: *mut u8,
+        p: isize,
+        [rows, cols]: [usize; 2],
+    ) {
+        for c0 in (0..cols).step_by(8) {
+            for r0 in (0..rows).step_by(8) {
+                let s = src.offset(c0 as isize * stride).add(r0);
+                // Source row k, elements r0..r0 + 8, in the low half of a register.
+                let row = |k: isize| _mm_loadl_epi64(s.offset(k * stride).cast());
+                // Interleave bytes of row pairs, then 2-byte pairs of those, then 4-byte quads:
+                // after the last round each half of a register is one column of the block.
+                let b01 = _mm_unpacklo_epi8(row(0), row(1));
+                let b23 = _mm_unpacklo_epi8(row(2), row(3));
+                let b45 = _mm_unpacklo_epi8(row(4), row(5));
+                let b67 = _mm_unpacklo_epi8(row(6), row(7));
+                let w = [
+                    _mm_unpacklo_epi16(b01, b23),
+                    _mm_unpackhi_epi16(b01, b23),
+                    _mm_unpacklo_epi16(b45, b67),
+                    _mm_unpackhi_epi16(b45, b67),
+                ];
+                let cols = [
+                    _mm_unpacklo_epi32(w[0], w[2]),
+                    _mm_unpackhi_epi32(w[0], w[2]),
+                    _mm_unpacklo_epi32(w[1], w[3]),
+                    _mm_unpackhi_epi32(w[1], w[3]),
+                ];
+                let d = dst.offset(r0 as isize * p + c0 as isize);
+                for (j, v) in cols.into_iter().enumerate() {
+                    let j = 2 * j as isize;
+                    _mm_storel_epi64(d.offset(j * p).cast(), v);
+                    _mm_storel_epi64(d.offset((j + 1) * p).cast(), _mm_unpackhi_epi64(v, v));
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    /// As [`super::transpose_tile`] for 2-byte elements, with `rows` and `cols` multiples of 8.
+    pub(super) unsafe fn tile_16(
+        src: *const u16,
+        stride: isize,
+        dst: *mut u16,
+        p: isize,
+        [rows, cols]: [usize; 2],
+    ) {
+        for c0 in (0..cols).step_by(8) {
+            for r0 in (0..rows).step_by(8) {
+                let s = src.offset(c0 as isize * stride).add(r0);
+                let row = |k: isize| _mm_loadu_si128(s.offset(k * stride).cast());
+                // Interleave 2-byte elements of row pairs, 4-byte pairs, then 8-byte quads.
+                let r = [
+                    (row(0), row(1)),
+                    (row(2), row(3)),
+                    (row(4), row(5)),
+                    (row(6), row(7)),
+                ];
+                let lo = r.map(|(a, b)| _mm_unpacklo_epi16(a, b));
+                let hi = r.map(|(a, b)| _mm_unpackhi_epi16(a, b));
+                let q = [
+                    _mm_unpacklo_epi32(lo[0], lo[1]),
+                    _mm_unpackhi_epi32(lo[0], lo[1]),
+                    _mm_unpacklo_epi32(hi[0], hi[1]),
+                    _mm_unpackhi_epi32(hi[0], hi[1]),
+                ];
+                let h = [
+                    _mm_unpacklo_epi32(lo[2], lo[3]),
+                    _mm_unpackhi_epi32(lo[2], lo[3]),
+                    _mm_unpacklo_epi32(hi[2], hi[3]),
+                    _mm_unpackhi_epi32(hi[2], hi[3]),
+                ];
+                let d = dst.offset(r0 as isize * p + c0 as isize);
+                for j in 0..4 {
+                    let at = |k: usize| d.offset(k as isize * p).cast::<__m128i>();
+                    _mm_storeu_si128(at(2 * j), _mm_unpacklo_epi64(q[j], h[j]));
+                    _mm_storeu_si128(at(2 * j + 1), _mm_unpackhi_epi64(q[j], h[j]));
                 }
             }
         }
@@ -512,7 +614,10 @@ mod tests {
 
     #[test]
     fn portable_blocks_transpose_wide_elements() {
-        // On a CPU with AVX the dispatch above never reaches these.
+        // On x86_64 (1- and 2-byte elements) or with AVX (4 and 8) the dispatch above never
+        // reaches these.
+        check(|i| i as u8, blocks::<u8>, &WHOLE);
+        check(|i| i as u16, blocks::<u16>, &WHOLE);
         check(|i| i as u32, blocks::<u32>, &WHOLE);
         check(|i| i as u64, blocks::<u64>, &WHOLE);
     }
