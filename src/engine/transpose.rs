@@ -156,21 +156,13 @@ unsafe fn copy<U: Copy>(
     if rows8 > 0 && cols8 > 0 {
         blocks(src, stride, dst, p, [rows8, cols8]);
     }
-    // Columns `cs` by rows `rs`, element by element (an empty `rs` skips the columns).
-    let edge = |cs: std::ops::Range<usize>, rs: std::ops::Range<usize>| {
-        if rs.is_empty() {
-            return;
-        }
-        for c in cs {
-            let row = src.offset(c as isize * stride);
-            for r in rs.clone() {
-                *dst.offset(r as isize * p + c as isize) = *row.add(r);
-            }
-        }
-    };
     // The right edge (all rows), then the bottom one (the columns of whole blocks).
-    edge(cols8..cols, 0..rows);
-    edge(0..cols8, rows8..rows);
+    one_by_one(src, stride, 1, dst, p, [rows, cols], cols8);
+    if rows8 < rows {
+        let r8 = rows8 as isize;
+        let bottom = [rows - rows8, cols8];
+        one_by_one(src.offset(r8), stride, 1, dst.offset(r8 * p), p, bottom, 0);
+    }
 }
 
 /// The row pitch, in elements, of a staged tile of `size`-byte elements: one cache line more
