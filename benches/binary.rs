@@ -171,10 +171,36 @@ fn three_d(c: &mut Criterion) {
     group.finish();
 }
 
+/// Tiny arrays, where the fixed cost of an op is its cost: same-shaped operands in C and F
+/// order and a scalar, against ndarray's operators.
+fn tiny(c: &mut Criterion) {
+    for n in [4, 16] {
+        let mut group = c.benchmark_group(format!("add/f32/{n}x{n}"));
+        let a = filled::<f32>((n, n));
+        let f = a.t().as_standard_layout().into_owned().reversed_axes();
+        group.bench_function("xla_bcast/same", |b| {
+            b.iter(|| black_box(a.add_bcast(&a, &[]).unwrap()))
+        });
+        group.bench_function("ndarray_ops/same", |b| b.iter(|| black_box(&a + &a)));
+        group.bench_function("xla_bcast/same_f_order", |b| {
+            b.iter(|| black_box(f.add_bcast(&f, &[]).unwrap()))
+        });
+        group.bench_function("ndarray_ops/same_f_order", |b| {
+            b.iter(|| black_box(&f + &f))
+        });
+        group.bench_function("xla_bcast/scalar", |b| {
+            b.iter(|| black_box(a.strict() + 1.0))
+        });
+        group.bench_function("ndarray_ops/scalar", |b| b.iter(|| black_box(&a + 1.0)));
+        group.finish();
+    }
+}
+
 fn all(c: &mut Criterion) {
     bench_type::<f32>(c, "f32");
     bench_type::<f64>(c, "f64");
     three_d(c);
+    tiny(c);
 }
 
 criterion_group!(benches, all);

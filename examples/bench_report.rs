@@ -173,6 +173,21 @@ fn main() {
             nd / ours
         );
     }
+    // Tiny arrays: the fixed cost of an op.
+    let tiny = Array2::<f32>::ones((8, 8));
+    let tiny_f = tiny.t().as_standard_layout().into_owned().reversed_axes();
+    for (name, x) in [("8x8 + same", &tiny), ("8x8 + same, F order", &tiny_f)] {
+        let ours = batch(&mut || {
+            black_box(x.add_bcast(x, &[]).unwrap());
+        });
+        let nd = batch(&mut || {
+            black_box(x + x);
+        });
+        println!(
+            "| {name} | {ours:.3} us | {nd:.3} us | | | | {:.2}x |",
+            nd / ours
+        );
+    }
     let small_t = small_same.t();
     let ours = batch(&mut || {
         black_box(small_t.add_bcast(&small_a, &[]).unwrap());

@@ -26,6 +26,7 @@ use ndarray::{Array, ArrayBase, ArrayRef, ArrayView, Data, DimMax, Dimension, Ix
 
 use crate::element::XlaElement;
 use crate::engine;
+use crate::engine::flat::FlatSrc;
 use crate::engine::Src;
 use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_plan, checked_size_for, merge_dim, select_shape, Dims};
@@ -114,6 +115,33 @@ impl<A, D: Dimension> BroadcastInDim<A, D> for ArrayRef<A, D> {
     }
 }
 
+/// Whether `dims` place an operand of rank `rank` as itself: none given, or `0..rank`.
+fn identity_dims(dims: &[usize], rank: usize) -> bool {
+    dims.is_empty() || (dims.len() == rank && dims.iter().copied().eq(0..rank))
+}
+
+/// The output shape and both operands as inputs of a flat walk ([`engine::flat`]), when the op
+/// broadcasts nothing but a rank-0 operand: equal shapes under the identity dims, or a scalar
+/// against anything (the first cases of [`operands`]).
+#[allow(clippy::type_complexity)]
+fn flat_operands<'s, 'a: 's, 'b: 's, A, B, D: Dimension, E: Dimension>(
+    lhs: &'a ArrayRef<A, D>,
+    rhs: &'b ArrayRef<B, E>,
+    dims: &[usize],
+) -> Option<(&'s [usize], FlatSrc<'a, A>, FlatSrc<'b, B>)> {
+    let identity = identity_dims(dims, lhs.ndim());
+    if identity && lhs.shape() == rhs.shape() {
+        return Some((lhs.shape(), FlatSrc::whole(lhs), FlatSrc::whole(rhs)));
+    }
+    if dims.is_empty() && rhs.ndim() == 0 {
+        return Some((lhs.shape(), FlatSrc::whole(lhs), FlatSrc::scalar(rhs)));
+    }
+    if dims.is_empty() && lhs.ndim() == 0 {
+        return Some((rhs.shape(), FlatSrc::scalar(lhs), FlatSrc::whole(rhs)));
+    }
+    None
+}
+
 /// The output shape of a binary op and both operands as engine inputs at that shape.
 #[allow(clippy::type_complexity)]
 fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
@@ -123,8 +151,7 @@ fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
     dims: &[usize],
 ) -> Result<(Dims, Src<'a, A>, Src<'b, B>)> {
     // Equal shapes (the most common case) need no rule beyond the dims check: skip planning.
-    let identity =
-        dims.is_empty() || (dims.len() == lhs.ndim() && dims.iter().copied().eq(0..dims.len()));
+    let identity = identity_dims(dims, lhs.ndim());
     if identity && lhs.shape() == rhs.shape() {
         return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
     }
@@ -211,6 +238,11 @@ where
     D: Dimension + DimMax<E>,
     E: Dimension,
 {
+    if let Some((shape, l, r)) = flat_operands(lhs, rhs, dims) {
+        if let Some(out) = engine::flat::zip(op, out_dim(op, shape)?, l, r, &f) {
+            return out;
+        }
+    }
     let (shape, l, r) = operands(op, lhs, rhs, dims)?;
     let inputs = [l.strides(), r.strides()];
     engine::fresh(op, out_dim(op, &shape)?, &inputs, |out| {
@@ -229,6 +261,9 @@ where
     C: Send,
     D: Dimension,
 {
+    if let Some(out) = engine::flat::map(op, a, &f) {
+        return out;
+    }
     engine::fresh(op, a.raw_dim(), &[a.strides()], |out| {
         engine::map(out, &Src::of(a), &f)
     })

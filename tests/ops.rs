@@ -782,6 +782,62 @@ fn fresh_results_follow_the_inputs_memory_order() {
     assert_eq!(r, want(&|i, j| f[[i, j]] + i as i64));
 }
 
+/// Small results whose operands are contiguous in one memory order (or rank 0) are filled in
+/// one run; every op family, element type and layout of that walk against indexing.
+#[test]
+fn small_results_of_contiguous_operands() {
+    let is_f = |strides: &[isize], shape: &[usize]| {
+        let mut step = 1;
+        shape.iter().zip(strides).all(|(&n, &s)| {
+            let ok = n == 1 || s == step;
+            step *= n as isize;
+            ok
+        })
+    };
+    for (m, n) in [(1, 1), (1, 9), (9, 1), (2, 3), (8, 8), (17, 31), (64, 64)] {
+        let c = Array2::from_shape_fn((m, n), |(i, j)| (i * 37 + j * 11) as f64 % 19.0 - 9.0);
+        let f = Array2::from_shape_fn((m, n).f(), |(i, j)| (i * 5 + j * 3) as f64 % 7.0 + 1.0);
+        let want =
+            |g: &dyn Fn(usize, usize) -> f64| Array2::from_shape_fn((m, n), |(i, j)| g(i, j));
+        for (x, y) in [(&c, &c), (&f, &f), (&c, &f), (&f, &c)] {
+            let r = x.sub_bcast(y, &[0, 1]).unwrap();
+            assert_eq!(r, want(&|i, j| x[[i, j]] - y[[i, j]]), "{m}x{n}");
+            let both_f = is_f(x.strides(), x.shape()) && is_f(y.strides(), y.shape());
+            let c_too = c.strides() == x.strides() || c.strides() == y.strides();
+            if both_f && !c_too && m > 1 && n > 1 {
+                assert!(r.t().is_standard_layout(), "F inputs, F result");
+            } else {
+                assert!(r.is_standard_layout());
+            }
+        }
+        let r = f.div_bcast(&arr0(2.0), &[]).unwrap();
+        assert_eq!(r, f.mapv(|v| v / 2.0));
+        assert!(is_f(r.strides(), r.shape()));
+        let r = arr0(2.0).div_bcast(&f, &[]).unwrap();
+        assert_eq!(r, f.mapv(|v| 2.0 / v));
+        assert_eq!(c.strict() * 3.0, c.mapv(|v| v * 3.0));
+        let ge = c.ge_bcast(&f, &[]).unwrap();
+        assert!(ge
+            .indexed_iter()
+            .all(|((i, j), &g)| g == (c[[i, j]] >= f[[i, j]])));
+        // Narrow integers wrap as XLA's do, in F order too.
+        let b = f.mapv(|v| (v as i8).wrapping_mul(50));
+        let r = b.add_bcast(&b, &[]).unwrap();
+        assert_eq!(r, b.mapv(|v| v.wrapping_add(v)));
+        let r = xla_bcast::numpy::mul(&c, &c).unwrap();
+        assert_eq!(r, c.mapv(|v| v * v));
+    }
+    // Rank 3 in F order, a dynamic-rank operand, and a size-1 dim with any stride.
+    let x = Array3::from_shape_fn((3, 4, 5).f(), |(i, j, k)| (i * 20 + j * 5 + k) as i32);
+    let r = x.add_bcast(&x.view().into_dyn(), &[]).unwrap();
+    assert_eq!(r.strides(), &[1, 3, 12]);
+    assert_eq!(r, x.mapv(|v| 2 * v).into_dyn());
+    let wide = Array2::from_shape_fn((4, 6), |(i, j)| (i * 6 + j) as i32);
+    let row = wide.slice(s![2..3, ..]); // shape (1, 6), stride 6 on its size-1 dim
+    let r = row.mul_bcast(&row, &[]).unwrap();
+    assert_eq!(r, row.mapv(|v| v * v));
+}
+
 #[test]
 fn scalar_operands_on_either_side() {
     for (m, n) in [(3, 5), (300, 280)] {

@@ -4,7 +4,7 @@
 
 use std::mem::MaybeUninit;
 
-use ndarray::{Array, Dimension, ShapeBuilder};
+use ndarray::{Array, Dimension, ShapeBuilder, StrideShape};
 
 use crate::error::{BroadcastError, Result};
 
@@ -18,6 +18,7 @@ const SPARE_MIN_BYTES: usize = 16 << 20;
 /// An uninitialised array of shape `dim`, contiguous with its dims laid out in `order`
 /// (outermost first; `None` for standard layout), or an error (never an abort) when its bytes
 /// do not fit `isize` or the allocator refuses them.
+#[inline(always)]
 pub(super) fn uninit<C, D: Dimension>(
     op: &'static str,
     dim: D,
@@ -34,20 +35,30 @@ pub(super) fn uninit<C, D: Dimension>(
     let mut buffer: Vec<MaybeUninit<C>> = with_capacity(len).ok_or_else(|| fail(&dim))?;
     // SAFETY: the capacity is `len` and `MaybeUninit` needs no initialisation.
     unsafe { buffer.set_len(len) };
-    let shape = dim.clone();
-    match order {
-        None => Array::from_shape_vec(dim, buffer),
+    let empty = (len == 0).then(|| dim.clone());
+    let shape: StrideShape<D> = match order {
+        None => dim.into(),
+        // F order (most dims last outermost), which ndarray builds without a loop.
+        Some(order) if order.iter().rev().copied().eq(0..dim.ndim()) => dim.f().into(),
         Some(order) => {
+            debug_assert!((0..dim.ndim()).all(|ax| order.contains(&ax)));
             let mut strides = D::zeros(dim.ndim());
             let mut step = 1;
             for &ax in order.iter().rev() {
                 strides[ax] = step;
                 step *= dim[ax];
             }
-            Array::from_shape_vec(dim.strides(strides), buffer)
+            dim.strides(strides)
         }
+    };
+    if let Some(dim) = empty {
+        // An empty shape's other dims may still overflow `isize`: ndarray checks.
+        return Array::from_shape_vec(shape, buffer).map_err(|_| fail(&dim));
     }
-    .map_err(|_| fail(&shape))
+    // SAFETY: the `len` elements fit `isize` bytes (the allocator took them), so do the dims'
+    // product and every offset; the strides are those of a contiguous layout of `dim` (a
+    // permutation of its dims, outermost first) over exactly `len` elements.
+    Ok(unsafe { Array::from_shape_vec_unchecked(shape, buffer) })
 }
 
 /// An empty vector with room for `len` elements, its large pages advised as huge, or `None`

@@ -1,6 +1,7 @@
 //! The kernel engine: every elementwise operation of the crate runs through here.
 //!
 //! ```text
+//! flat        a small fresh result of contiguous inputs in one memory order: one run, no plan
 //! operands seen at the output shape (broadcast views, stride 0 where broadcast)
 //!   -> small   a small walk of at most two merged dims skips planning: one block
 //!   -> Plan    drop size-1 dims, order dims by the written array's strides, merge contiguous dims
@@ -13,6 +14,7 @@
 
 mod alloc;
 pub(crate) use alloc::with_capacity;
+pub(crate) mod flat;
 mod kernel;
 pub(crate) mod parallel;
 mod plan;
