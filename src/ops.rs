@@ -120,26 +120,48 @@ fn identity_dims(dims: &[usize], rank: usize) -> bool {
     dims.is_empty() || (dims.len() == rank && dims.iter().copied().eq(0..rank))
 }
 
-/// The output shape and both operands as inputs of a flat walk ([`engine::flat`]), when the op
-/// broadcasts nothing but a rank-0 operand: equal shapes under the identity dims, or a scalar
-/// against anything (the first cases of [`operands`]).
+/// How a binary op pairs operands that need no broadcasting rule beyond a rank-0 operand.
+#[derive(Clone, Copy)]
+enum Pairing {
+    /// Equal shapes under the identity dims (none given, or `0..rank`).
+    Same,
+    /// A rank-0 rhs (its dims necessarily empty) against anything.
+    ScalarRhs,
+    /// A rank-0 lhs against anything.
+    ScalarLhs,
+}
+
+/// The [`Pairing`] of `lhs` and `rhs` under `dims`, if any (the common cases, which skip
+/// planning).
+fn pairing<A, B, D: Dimension, E: Dimension>(
+    lhs: &ArrayRef<A, D>,
+    rhs: &ArrayRef<B, E>,
+    dims: &[usize],
+) -> Option<Pairing> {
+    if identity_dims(dims, lhs.ndim()) && lhs.shape() == rhs.shape() {
+        Some(Pairing::Same)
+    } else if dims.is_empty() && rhs.ndim() == 0 {
+        Some(Pairing::ScalarRhs)
+    } else if dims.is_empty() && lhs.ndim() == 0 {
+        Some(Pairing::ScalarLhs)
+    } else {
+        None
+    }
+}
+
+/// The output shape and both operands as inputs of a flat walk ([`engine::flat`]), when they
+/// pair without a rule ([`pairing`]).
 #[allow(clippy::type_complexity)]
 fn flat_operands<'s, 'a: 's, 'b: 's, A, B, D: Dimension, E: Dimension>(
     lhs: &'a ArrayRef<A, D>,
     rhs: &'b ArrayRef<B, E>,
     dims: &[usize],
 ) -> Option<(&'s [usize], FlatSrc<'a, A>, FlatSrc<'b, B>)> {
-    let identity = identity_dims(dims, lhs.ndim());
-    if identity && lhs.shape() == rhs.shape() {
-        return Some((lhs.shape(), FlatSrc::whole(lhs), FlatSrc::whole(rhs)));
-    }
-    if dims.is_empty() && rhs.ndim() == 0 {
-        return Some((lhs.shape(), FlatSrc::whole(lhs), FlatSrc::scalar(rhs)));
-    }
-    if dims.is_empty() && lhs.ndim() == 0 {
-        return Some((rhs.shape(), FlatSrc::scalar(lhs), FlatSrc::whole(rhs)));
-    }
-    None
+    Some(match pairing(lhs, rhs, dims)? {
+        Pairing::Same => (lhs.shape(), FlatSrc::whole(lhs), FlatSrc::whole(rhs)),
+        Pairing::ScalarRhs => (lhs.shape(), FlatSrc::whole(lhs), FlatSrc::scalar(rhs)),
+        Pairing::ScalarLhs => (rhs.shape(), FlatSrc::scalar(lhs), FlatSrc::whole(rhs)),
+    })
 }
 
 /// The output shape of a binary op and both operands as engine inputs at that shape.
@@ -150,23 +172,25 @@ fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
     rhs: &'b ArrayRef<B, E>,
     dims: &[usize],
 ) -> Result<(Dims, Src<'a, A>, Src<'b, B>)> {
-    // Equal shapes (the most common case) need no rule beyond the dims check: skip planning.
-    let identity = identity_dims(dims, lhs.ndim());
-    if identity && lhs.shape() == rhs.shape() {
-        return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
-    }
-    // A scalar broadcasts to anything (its broadcast_dimensions are necessarily empty).
-    if dims.is_empty() && rhs.ndim() == 0 {
-        let r = Src::scalar(rhs, lhs.ndim());
-        return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), r));
-    }
-    if dims.is_empty() && lhs.ndim() == 0 {
-        let l = Src::scalar(lhs, rhs.ndim());
-        return Ok((Dims::from_slice(rhs.shape()), l, Src::of(rhs)));
+    // Equal shapes (the most common case) need no rule beyond the dims check, and a scalar
+    // broadcasts to anything: skip planning.
+    match pairing(lhs, rhs, dims) {
+        Some(Pairing::Same) => {
+            return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
+        }
+        Some(Pairing::ScalarRhs) => {
+            let r = Src::scalar(rhs, lhs.ndim());
+            return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), r));
+        }
+        Some(Pairing::ScalarLhs) => {
+            let l = Src::scalar(lhs, rhs.ndim());
+            return Ok((Dims::from_slice(rhs.shape()), l, Src::of(rhs)));
+        }
+        None => {}
     }
     // Degenerate broadcasting between equal ranks is decided dim by dim: no planning either.
     // Incompatible or oversized shapes go on to the full rule, which builds the error.
-    if identity && lhs.ndim() == rhs.ndim() {
+    if identity_dims(dims, lhs.ndim()) && lhs.ndim() == rhs.ndim() {
         let mut out = Dims::from_slice(lhs.shape());
         let compatible = out
             .iter_mut()

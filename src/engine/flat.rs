@@ -107,25 +107,48 @@ fn order<const K: usize>(
     }
 }
 
-/// An uninitialised result of shape `dim` in `order`, allocated as the engine's fresh outputs are.
+/// A fresh result of shape `dim` in `order`, filled by `kernel` as one run over all its
+/// elements: the output first in `ptrs` (its slot there is replaced), the inputs after it,
+/// moving by `inner`. Inlined, as is the allocation: a result passed up through calls was most
+/// of the fixed cost.
+///
+/// # Safety
+/// `kernel` writes every output element of the run it is given; every input of `ptrs` holds an
+/// element at each of the run's offsets (`inner` 1: a contiguous array of the result's size from
+/// its element 0; 0: one element), none inside the fresh output.
 #[inline(always)]
-fn uninit<C, D: Dimension>(
+unsafe fn one_run<C, O: Dimension, const N: usize>(
     op: &'static str,
-    dim: D,
+    dim: O,
     order: Order,
-) -> Result<Array<MaybeUninit<C>, D>> {
-    match order {
-        Order::C => alloc::uninit(op, dim, None),
+    mut ptrs: [*mut u8; N],
+    inner: [isize; N],
+    kernel: &impl Fn([*mut u8; N], Block<N>),
+) -> Result<Array<C, O>> {
+    let mut out: Array<MaybeUninit<C>, O> = match order {
+        Order::C => alloc::uninit(op, dim, None)?,
         Order::F => {
             let outer_first: SmallVec<[usize; 6]> = (0..dim.ndim()).rev().collect();
-            alloc::uninit(op, dim, Some(&outer_first))
+            alloc::uninit(op, dim, Some(&outer_first))?
         }
+    };
+    if !out.is_empty() {
+        // A fresh contiguous array with positive strides: its `len` elements from element 0.
+        ptrs[0] = out.as_mut_ptr().cast();
+        let block = Block {
+            n: out.len(),
+            inner,
+            rows: 1,
+            step: [0; N],
+        };
+        kernel::call(kernel, ptrs, block);
     }
+    // SAFETY: the kernel wrote every element (or there are none).
+    Ok(out.assume_init())
 }
 
 /// `f(a[i], b[i])` into a fresh array of shape `dim`, as one run, when the walk is small (serial)
 /// and `a` and `b` are laid out for it (see the module); `None`, having done nothing, otherwise.
-// Inlined, as is the allocation: a result passed up through calls was most of the fixed cost.
 #[inline(always)]
 pub(crate) fn zip<A, B, C, O>(
     op: &'static str,
@@ -144,37 +167,20 @@ where
         return None;
     }
     let order = order(dim.slice(), [a.whole, b.whole])?;
-    let mut out = match uninit::<C, O>(op, dim, order) {
-        Ok(out) => out,
-        Err(e) => return Some(Err(e)),
+    let ptrs = [std::ptr::null_mut(), a.ptr as *mut u8, b.ptr as *mut u8];
+    let inner = [1, a.inner(), b.inner()];
+    let kernel = |p: [*mut u8; 3], blk| {
+        // SAFETY: `one_run` passes a nonempty run over its fresh output (read by no one) and
+        // over `a` and `b` as `order` checked them: each has the output's shape and is
+        // contiguous from its element 0 with positive strides, or is the one element of a
+        // rank-0 array read with stride 0. One thread runs it.
+        unsafe {
+            let (pa, pb) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
+            kernel::zip_block(p[0].cast::<MaybeUninit<C>>(), pa, pb, blk, f)
+        }
     };
-    if !out.is_empty() {
-        let inner = [1, a.inner(), b.inner()];
-        let ptrs = [out.as_mut_ptr().cast(), a.ptr as *mut u8, b.ptr as *mut u8];
-        let block = Block {
-            n: out.len(),
-            inner,
-            rows: 1,
-            step: [0; 3],
-        };
-        kernel::call(
-            &|p: [*mut u8; 3], blk| {
-                // SAFETY: `n > 0`. The output is a fresh contiguous array of `n` elements from
-                // its element 0 (positive strides), read by no one; each input either has the
-                // output's shape and is contiguous from its element 0 with positive strides
-                // (checked by `order`), so holds the `n` elements read with stride 1, or is the
-                // one element of a rank-0 array, read with stride 0. One thread runs it.
-                unsafe {
-                    let (pa, pb) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
-                    kernel::zip_block(p[0].cast::<MaybeUninit<C>>(), pa, pb, blk, f)
-                }
-            },
-            ptrs,
-            block,
-        );
-    }
-    // SAFETY: the run above wrote every element (or there are none).
-    Some(Ok(unsafe { out.assume_init() }))
+    // SAFETY: `zip_block` writes every element of the run; the inputs as above.
+    Some(unsafe { one_run(op, dim, order, ptrs, inner, &kernel) })
 }
 
 /// `f(a[i])` into a fresh array of `a`'s shape, as one run: [`zip`] for one input.
@@ -193,32 +199,20 @@ where
         return None;
     }
     let order = order(a.shape(), [Some((a.shape(), a.strides()))])?;
-    let mut out = match uninit::<C, D>(op, a.raw_dim(), order) {
-        Ok(out) => out,
-        Err(e) => return Some(Err(e)),
+    let kernel = |p: [*mut u8; 2], blk| {
+        // SAFETY: as in `zip`, for one input of the output's shape.
+        unsafe {
+            kernel::map_block(
+                p[0].cast::<MaybeUninit<C>>(),
+                p[1].cast_const().cast::<A>(),
+                blk,
+                f,
+            )
+        }
     };
-    if !out.is_empty() {
-        let ptrs = [out.as_mut_ptr().cast(), a.as_ptr() as *mut u8];
-        let block = Block {
-            n: out.len(),
-            inner: [1, 1],
-            rows: 1,
-            step: [0; 2],
-        };
-        kernel::call(
-            &|p: [*mut u8; 2], blk| {
-                // SAFETY: as in `zip`, for one input of the output's shape.
-                unsafe {
-                    let pa = p[1].cast_const().cast::<A>();
-                    kernel::map_block(p[0].cast::<MaybeUninit<C>>(), pa, blk, f)
-                }
-            },
-            ptrs,
-            block,
-        );
-    }
-    // SAFETY: the run above wrote every element (or there are none).
-    Some(Ok(unsafe { out.assume_init() }))
+    let ptrs = [std::ptr::null_mut(), a.as_ptr() as *mut u8];
+    // SAFETY: `map_block` writes every element of the run; `a` as `order` checked it.
+    Some(unsafe { one_run(op, a.raw_dim(), order, ptrs, [1, 1], &kernel) })
 }
 
 #[cfg(test)]
