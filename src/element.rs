@@ -5,8 +5,10 @@
 //! * integer `add`, `sub`, `mul` wrap (two's complement);
 //! * integer `div`: signed `x / 0 = -1`, unsigned `x / 0 = MAX`, `MIN / -1 = MIN`;
 //! * integer `rem`: `x % 0 = x`, `MIN % -1 = 0`; the sign follows the dividend;
-//! * integer `pow`: wrapping exponentiation by squaring; a negative exponent gives `1` for base
-//!   `1` and `0` for every other base (XLA's rule, so `(-1)^-1 = 0`);
+//! * integer `pow`: wrapping exponentiation by squaring (`0^0 = 1`); a negative exponent gives
+//!   `1` for base `1`, `-1` or `1` for base `-1` by the exponent's parity (`(-1)^-1 = -1`,
+//!   `(-1)^-2 = 1`), and `0` for every other base, `0` included (StableHLO's `power` and XLA's
+//!   CPU compiler agree on this); unsigned exponents are never negative;
 //! * float ops are IEEE-754; `rem` is C's `fmod`; `max` / `min` propagate NaN and order
 //!   `-0.0 < +0.0` (IEEE-754 `maximum` / `minimum`, as StableHLO specifies).
 
@@ -38,7 +40,8 @@ pub trait XlaElement: Copy + Send + Sync + PartialOrd + std::fmt::Debug + 'stati
     fn xla_max(self, rhs: Self) -> Self;
     /// The smaller value (floats: NaN propagates).
     fn xla_min(self, rhs: Self) -> Self;
-    /// `self` to the power `rhs`.
+    /// `self` to the power `rhs` (integers: wrapping; a negative exponent gives `1` for base
+    /// `1`, `+-1` for base `-1` by the exponent's parity, `0` otherwise).
     fn xla_pow(self, rhs: Self) -> Self;
     /// The additive identity, for sums.
     fn xla_zero() -> Self;
@@ -130,10 +133,12 @@ macro_rules! signed_int {
             }
             #[inline]
             fn xla_pow(self, rhs: Self) -> Self {
-                if rhs < 0 {
-                    if self == 1 { 1 } else { 0 }
-                } else {
-                    pow_by_squaring!(self, rhs)
+                match (self, rhs) {
+                    (_, 0..) => pow_by_squaring!(self, rhs),
+                    // 1/base^|rhs| is an integer only for |base| = 1; the rest truncates to 0.
+                    (1, _) => 1,
+                    (-1, _) => if rhs & 1 == 1 { -1 } else { 1 },
+                    _ => 0,
                 }
             }
         }
@@ -222,7 +227,16 @@ mod tests {
         assert_eq!(2i8.xla_pow(7), i8::MIN); // wraps
         assert_eq!(2i32.xla_pow(-1), 0);
         assert_eq!(1i32.xla_pow(-5), 1);
-        assert_eq!((-1i32).xla_pow(-1), 0);
+        assert_eq!((-1i32).xla_pow(-1), -1);
+        assert_eq!((-1i32).xla_pow(-2), 1);
+        assert_eq!((-1i8).xla_pow(i8::MIN), 1); // MIN is even
+        assert_eq!((-1i64).xla_pow(i64::MIN + 1), -1);
+        assert_eq!((-1i16).xla_pow(3), -1);
+        assert_eq!(0i32.xla_pow(-1), 0);
+        assert_eq!((-2i32).xla_pow(-1), 0);
+        assert_eq!(i32::MIN.xla_pow(-1), 0);
+        assert_eq!(0i32.xla_pow(0), 1);
+        assert_eq!((-3i64).xla_pow(3), -27);
         assert_eq!(0u8.xla_pow(0), 1);
         assert_eq!(2u64.xla_pow(64), 0);
     }

@@ -197,6 +197,21 @@ pub enum BroadcastError {
         got: Box<[usize]>,
     },
 
+    /// A result's rank differs from the rank of the dimension type it is returned in (a fixed
+    /// `Ix1`..`Ix6` that the operands' types promised).
+    #[error(
+        "{op}: the result has shape {} (rank {}), but its dimension type holds rank {rank}",
+        sh(shape), shape.len()
+    )]
+    ResultRank {
+        /// The operation.
+        op: &'static str,
+        /// The result's shape.
+        shape: Box<[usize]>,
+        /// The rank of the dimension type.
+        rank: usize,
+    },
+
     /// NumPy rule: two trailing-aligned dims differ and neither is 1.
     #[error(
         "{op}: shapes {} and {} do not broadcast (NumPy rule): trailing dim {axis} has sizes {first_size} \
@@ -318,28 +333,65 @@ fn rank_mismatch(op: &str, lhs: &[usize], rhs: &[usize]) -> String {
     } else {
         ("rhs", rhs, "lhs", lhs)
     };
-    // Suggest the NumPy-style trailing alignment, the usual intent.
-    let dims: Vec<usize> = (hi.len() - lo.len()..hi.len()).collect();
-    let example = if lo.len() == 1 {
-        format!(
-            "e.g. {} maps {lo_name} dim 0 onto {hi_name} dim {}",
-            sh(&dims),
-            dims[0]
-        )
-    } else {
-        let from: Vec<usize> = (0..lo.len()).collect();
-        format!(
-            "e.g. {} maps {lo_name} dims {} onto {hi_name} dims {}",
-            sh(&dims),
-            sh(&from),
-            sh(&dims)
-        )
-    };
-    format!(
-        "{op}: lhs {} and rhs {} have different ranks; give broadcast_dimensions, {example}",
+    let head = format!(
+        "{op}: lhs {} and rhs {} have different ranks; give broadcast_dimensions",
         sh(lhs),
         sh(rhs)
-    )
+    );
+    // Only mappings that the rule accepts are suggested: a guess that then fails on sizes (as
+    // NumPy's trailing alignment would) is the very thing broadcast_dimensions replace.
+    let fits = suggested_dims(lo, hi);
+    match fits.as_slice() {
+        [] => format!(
+            "{head}, but none fit: no strictly increasing choice of {hi_name} dims has sizes \
+             equal to (or 1 against) {lo_name}'s {}",
+            sh(lo)
+        ),
+        [dims] if lo.len() == 1 => format!(
+            "{head}, e.g. {} maps {lo_name} dim 0 onto {hi_name} dim {}",
+            sh(dims),
+            dims[0]
+        ),
+        [first, rest @ ..] if lo.len() == 1 => {
+            let others: Vec<String> = rest.iter().map(|d| sh(d)).collect();
+            format!(
+                "{head}, e.g. {} maps {lo_name} dim 0 onto {hi_name} dim {} ({} fit too)",
+                sh(first),
+                first[0],
+                others.join(", ")
+            )
+        }
+        [dims, ..] => format!(
+            "{head}, e.g. {} maps {lo_name} dims {} onto {hi_name} dims {}",
+            sh(dims),
+            sh(&(0..lo.len()).collect::<Vec<_>>()),
+            sh(dims)
+        ),
+    }
+}
+
+/// The `broadcast_dimensions` worth suggesting for an operand of shape `lo` against one of
+/// higher rank `hi`, each accepted by XLA's rule (strictly increasing, each pair of sizes equal or
+/// one of them 1). For a vector: every dim that fits, in order. Otherwise the one that keeps
+/// the dims as far right as they fit, found greedily from the right (which finds a fit whenever
+/// one exists); none when nothing fits.
+pub(crate) fn suggested_dims(lo: &[usize], hi: &[usize]) -> Vec<Vec<usize>> {
+    let fits = |l: usize, h: usize| l == h || l == 1 || h == 1;
+    if lo.len() == 1 {
+        return (0..hi.len())
+            .filter(|&d| fits(lo[0], hi[d]))
+            .map(|d| vec![d])
+            .collect();
+    }
+    let mut dims = vec![0; lo.len()];
+    let mut next = hi.len();
+    for i in (0..lo.len()).rev() {
+        match (0..next).rev().find(|&d| fits(lo[i], hi[d])) {
+            Some(d) => (dims[i], next) = (d, d),
+            None => return Vec::new(),
+        }
+    }
+    vec![dims]
 }
 
 /// Shorthand used across the crate.
@@ -364,6 +416,7 @@ impl BroadcastError {
             | Self::InDimInvalid { op, .. }
             | Self::InDimSize { op, .. }
             | Self::OutputShape { op, .. }
+            | Self::ResultRank { op, .. }
             | Self::NumpyIncompatible { op, .. }
             | Self::PaddleAxis { op, .. }
             | Self::SizeOverflow { op, .. }
@@ -373,5 +426,93 @@ impl BroadcastError {
             | Self::IndexOutOfRange { op, .. } => op,
             Self::ParseShape { .. } => "parse_shape",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape::binary_op_shape;
+
+    /// Every strictly increasing choice of `k` dims out of `0..n`.
+    fn increasing(k: usize, n: usize) -> Vec<Vec<usize>> {
+        if k == 0 {
+            return vec![vec![]];
+        }
+        (0..n)
+            .flat_map(|last| {
+                increasing(k - 1, last).into_iter().map(move |mut v| {
+                    v.push(last);
+                    v
+                })
+            })
+            .collect()
+    }
+
+    /// Over every pair of shapes of ranks 1 to 4 (sizes 1 to 3): each suggestion passes the
+    /// rule, a vector gets every dim that fits, and nothing is suggested only when nothing fits.
+    #[test]
+    fn rank_mismatch_suggests_only_dims_that_fit() {
+        fn shapes(rank: usize) -> Vec<Vec<usize>> {
+            (0..3usize.pow(rank as u32))
+                .map(|mut code| {
+                    (0..rank)
+                        .map(|_| {
+                            let n = code % 3 + 1;
+                            code /= 3;
+                            n
+                        })
+                        .collect()
+                })
+                .collect()
+        }
+        let mut checked = 0;
+        for hi_rank in 2..=4 {
+            for lo_rank in 1..hi_rank {
+                for hi in shapes(hi_rank) {
+                    for lo in shapes(lo_rank) {
+                        let valid: Vec<Vec<usize>> = increasing(lo_rank, hi_rank)
+                            .into_iter()
+                            .filter(|d| binary_op_shape(&hi, &lo, d).is_ok())
+                            .collect();
+                        let got = suggested_dims(&lo, &hi);
+                        for d in &got {
+                            assert!(binary_op_shape(&hi, &lo, d).is_ok(), "{hi:?} {lo:?} {d:?}");
+                            assert!(binary_op_shape(&lo, &hi, d).is_ok(), "{lo:?} {hi:?} {d:?}");
+                        }
+                        assert_eq!(got.is_empty(), valid.is_empty(), "{hi:?} {lo:?}");
+                        if lo_rank == 1 {
+                            assert_eq!(got, valid, "{hi:?} {lo:?}");
+                        }
+                        let msg = rank_mismatch("add", &hi, &lo);
+                        assert_eq!(msg.contains("none fit"), valid.is_empty(), "{msg}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000);
+    }
+
+    #[test]
+    fn rank_mismatch_messages() {
+        // The hint names the dim of the right size, not NumPy's trailing guess.
+        let msg = rank_mismatch("add", &[8, 16, 12, 10], &[16]);
+        assert!(
+            msg.ends_with("e.g. [1] maps rhs dim 0 onto lhs dim 1"),
+            "{msg}"
+        );
+        let msg = rank_mismatch("add", &[3], &[3, 4, 3]);
+        assert!(
+            msg.ends_with("e.g. [0] maps lhs dim 0 onto rhs dim 0 ([2] fit too)"),
+            "{msg}"
+        );
+        let msg = rank_mismatch("mul", &[8, 16, 12, 10], &[7]);
+        assert!(msg.contains("but none fit"), "{msg}");
+        let msg = rank_mismatch("add", &[2, 3, 4], &[2, 4]);
+        assert!(
+            msg.ends_with("e.g. [0, 2] maps rhs dims [0, 1] onto lhs dims [0, 2]"),
+            "{msg}"
+        );
     }
 }

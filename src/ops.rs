@@ -209,11 +209,11 @@ fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
 
 /// The output dimension, of the type the caller's types promise, for a result of `shape`.
 pub(crate) fn out_dim<O: Dimension>(op: &'static str, shape: &[usize]) -> Result<O> {
-    if O::NDIM.is_some_and(|n| n != shape.len()) {
-        return Err(BroadcastError::OutputShape {
+    if let Some(rank) = O::NDIM.filter(|&n| n != shape.len()) {
+        return Err(BroadcastError::ResultRank {
             op,
-            expected: shape.into(),
-            got: shape.into(),
+            shape: shape.into(),
+            rank,
         });
     }
     let mut dim = O::zeros(shape.len());
@@ -226,15 +226,16 @@ pub(crate) fn into_dim<C, O: Dimension>(
     op: &'static str,
     a: Array<C, IxDyn>,
 ) -> Result<Array<C, O>> {
-    let shape = a.shape().to_vec();
+    let shape: Box<[usize]> = a.shape().into();
     a.into_dimensionality::<O>()
-        .map_err(|_| BroadcastError::OutputShape {
+        .map_err(|_| BroadcastError::ResultRank {
             op,
-            expected: shape.clone().into(),
-            got: shape.into(),
+            rank: O::NDIM.unwrap_or(shape.len()),
+            shape,
         })
 }
 
+/// `Ok` when an output or in-place array of shape `got` can take a result of shape `expected`.
 pub(crate) fn check_out(op: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
     if expected == got {
         Ok(())
@@ -860,4 +861,38 @@ strict_operators! {
     Mul, mul, "mul", xla_mul;
     Div, div, "div", xla_div;
     Rem, rem, "rem", xla_rem;
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{Array, Ix2, IxDyn};
+
+    use super::{into_dim, out_dim};
+    use crate::BroadcastError;
+
+    /// A result whose rank the dimension type cannot hold is named as such: its shape and the
+    /// two ranks, never an "expected == got" output-shape error.
+    #[test]
+    fn a_rank_the_dimension_type_cannot_hold() {
+        let err = out_dim::<Ix2>("add", &[2, 3, 4]).unwrap_err();
+        assert_eq!(
+            err,
+            BroadcastError::ResultRank {
+                op: "add",
+                shape: vec![2, 3, 4].into(),
+                rank: 2
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "add: the result has shape [2, 3, 4] (rank 3), but its dimension type holds rank 2"
+        );
+        let a = Array::<i32, _>::zeros(IxDyn(&[5]));
+        let err = into_dim::<i32, Ix2>("paddle", a).unwrap_err();
+        assert!(
+            matches!(err, BroadcastError::ResultRank { rank: 2, .. }),
+            "{err}"
+        );
+        assert_eq!(out_dim::<Ix2>("add", &[2, 3]).unwrap(), Ix2(2, 3));
+    }
 }

@@ -245,6 +245,31 @@ fn xla_integer_semantics_every_type() {
     unsigned!(u8, u16, u32, u64, usize);
 }
 
+/// Integer `pow` as StableHLO's interpreter test `power_op_test_si64` and XLA's CPU compiler
+/// give it: a negative exponent is `1` for base 1, `+-1` by parity for base -1, else 0.
+#[test]
+fn integer_pow_with_negative_exponents() {
+    let base = array![-1i64, -1, -3, 1, -3, 0, -1, -1, 2, i64::MIN];
+    let exp = array![1i64, 0, -3, -3, 3, 2, -1, -2, -1, -1];
+    let want = array![-1i64, 1, 0, 1, -27, 0, -1, 1, 0, 0];
+    assert_eq!(base.pow_bcast(&exp, &[]).unwrap(), want);
+    for (b, e, w) in [
+        (-1i8, i8::MIN, 1i8),
+        (-1, i8::MIN + 1, -1),
+        (-1, -7, -1),
+        (1, -100, 1),
+    ] {
+        assert_eq!(
+            array![b].pow_bcast(&array![e], &[]).unwrap()[0],
+            w,
+            "{b}^{e}"
+        );
+    }
+    let ub = array![0u64, 0, 1, 1, 5];
+    let ue = array![0u64, 1, 0, 2, 5];
+    assert_eq!(ub.pow_bcast(&ue, &[]).unwrap(), array![1u64, 0, 1, 1, 3125]);
+}
+
 #[test]
 fn float_semantics() {
     let a = array![f32::NAN, 1.0, -0.0, 5.5];

@@ -2,7 +2,7 @@
 //! global setting or a per-call override to force serial execution or cap the threads.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::RwLock;
 
 /// How the engine may split an operation across threads.
 ///
@@ -27,7 +27,14 @@ pub enum Parallelism {
     /// Split large operations over the current Rayon pool (the default).
     #[default]
     Auto,
-    /// Split large operations over at most this many threads of the current Rayon pool.
+    /// Split large operations over at most this many threads of the current Rayon pool;
+    /// `Threads(0)` sets no cap (every thread of the pool, as [`Parallelism::Auto`]), as
+    /// Rayon's `ThreadPoolBuilder::num_threads(0)` does. The value reads back as it was set.
+    ///
+    /// ```
+    /// use xla_bcast::{parallelism, with_parallelism, Parallelism};
+    /// assert_eq!(with_parallelism(Parallelism::Threads(0), parallelism), Parallelism::Threads(0));
+    /// ```
     Threads(usize),
 }
 
@@ -42,27 +49,12 @@ pub enum Parallelism {
 /// ```
 pub const PARALLEL_THRESHOLD_BYTES: usize = 512 << 10;
 
-// 0 = Auto, 1 = Serial, n + 1 = Threads(n).
-static GLOBAL: AtomicUsize = AtomicUsize::new(0);
+// A lock, not an atomic code: every `Threads(n)` reads back exactly as it was set, and it is
+// read once per operation large enough to split, where a read costs nothing against the work.
+static GLOBAL: RwLock<Parallelism> = RwLock::new(Parallelism::Auto);
 
 thread_local! {
     static OVERRIDE: Cell<Option<Parallelism>> = const { Cell::new(None) };
-}
-
-fn encode(p: Parallelism) -> usize {
-    match p {
-        Parallelism::Auto => 0,
-        Parallelism::Serial => 1,
-        Parallelism::Threads(n) => n.saturating_add(1).max(2),
-    }
-}
-
-fn decode(v: usize) -> Parallelism {
-    match v {
-        0 => Parallelism::Auto,
-        1 => Parallelism::Serial,
-        n => Parallelism::Threads(n - 1),
-    }
 }
 
 /// Sets the process-wide parallelism (default [`Parallelism::Auto`]).
@@ -74,7 +66,8 @@ fn decode(v: usize) -> Parallelism {
 /// set_parallelism(Parallelism::Auto);
 /// ```
 pub fn set_parallelism(p: Parallelism) {
-    GLOBAL.store(encode(p), Ordering::Relaxed);
+    // A `Copy` value is written whole, so a poisoned lock still holds a valid one.
+    *GLOBAL.write().unwrap_or_else(|e| e.into_inner()) = p;
 }
 
 /// The parallelism in force on this thread: a [`with_parallelism`] override, else the global one.
@@ -86,7 +79,7 @@ pub fn set_parallelism(p: Parallelism) {
 pub fn parallelism() -> Parallelism {
     OVERRIDE
         .with(|o| o.get())
-        .unwrap_or_else(|| decode(GLOBAL.load(Ordering::Relaxed)))
+        .unwrap_or_else(|| *GLOBAL.read().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Runs `f` with parallelism `p` for the operations it starts on this thread.
@@ -127,7 +120,7 @@ pub(crate) fn pieces(len: usize, width: usize) -> usize {
     let available = available_threads();
     let cap = match parallelism() {
         Parallelism::Serial => 1,
-        Parallelism::Auto => available,
+        Parallelism::Auto | Parallelism::Threads(0) => available,
         Parallelism::Threads(n) => n.min(available),
     };
     cap.max(1)
@@ -199,5 +192,29 @@ mod tests {
         assert_eq!(with_parallelism(Parallelism::Auto, || pieces(1000, 8)), 1);
         let big = with_parallelism(Parallelism::Threads(2), || pieces(1 << 20, 4));
         assert_eq!(big, available_threads().min(2));
+        let one = with_parallelism(Parallelism::Threads(1), || pieces(1 << 20, 4));
+        assert_eq!(one, 1);
+        let uncapped = with_parallelism(Parallelism::Threads(0), || pieces(1 << 20, 4));
+        assert_eq!(uncapped, available_threads());
+    }
+
+    /// Each setting reads back as it was set, the global one and the per-call one.
+    #[test]
+    fn every_setting_reads_back() {
+        use Parallelism::*;
+        for p in [
+            Serial,
+            Auto,
+            Threads(0),
+            Threads(1),
+            Threads(3),
+            Threads(usize::MAX),
+        ] {
+            assert_eq!(with_parallelism(p, parallelism), p);
+            set_parallelism(p);
+            let global = parallelism();
+            set_parallelism(Auto);
+            assert_eq!(global, p);
+        }
     }
 }
