@@ -24,6 +24,7 @@
 use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
 use crate::element::XlaElement;
+use crate::engine::FoldOrder;
 use crate::error::{BroadcastError, Result};
 use crate::ops::{check_out, zip_collect, DimMaxOf};
 use crate::reduce::reduce_fresh;
@@ -251,7 +252,15 @@ pub fn sum_to_shape<A: XlaElement, D: Dimension>(
         });
     }
     let dims = trailing(shape.len(), grad.ndim());
-    reduce_fresh(op, grad, shape, &dims, A::xla_zero(), A::xla_add)
+    reduce_fresh(
+        op,
+        grad,
+        shape,
+        &dims,
+        A::xla_zero(),
+        A::xla_add,
+        FoldOrder::Any,
+    )
 }
 
 /// The gradients of both operands of a NumPy-broadcast `add`/`sub`-style op, given the gradient

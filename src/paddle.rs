@@ -20,6 +20,7 @@
 use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
 
 use crate::element::XlaElement;
+use crate::engine::FoldOrder;
 use crate::error::Result;
 use crate::ops::{check_out, into_dim, zip_collect, DimMaxOf};
 use crate::reduce::reduce_fresh;
@@ -151,7 +152,15 @@ pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
     };
     // Reduce to the kept (trimmed) dims, then give back the trailing ones: a free reshape.
     let sum = |shape: &[usize], keep: usize, dims: &[usize]| -> Result<Array<A, IxDyn>> {
-        let g = reduce_fresh(op, grad, &shape[..keep], dims, A::xla_zero(), A::xla_add)?;
+        let g = reduce_fresh(
+            op,
+            grad,
+            &shape[..keep],
+            dims,
+            A::xla_zero(),
+            A::xla_add,
+            FoldOrder::Any,
+        )?;
         Ok(g.into_shape_with_order(IxDyn(shape))
             .unwrap_or_else(|_| unreachable!("only size-1 dims are added")))
     };

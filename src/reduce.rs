@@ -24,7 +24,7 @@
 use ndarray::{Array, ArrayRef, Dimension, IxDyn};
 
 use crate::element::XlaElement;
-use crate::engine;
+use crate::engine::{self, FoldOrder};
 use crate::error::Result;
 use crate::ops::check_out;
 use crate::shape::{binary_plan, in_dim_check};
@@ -36,7 +36,9 @@ pub trait ReduceInDim<A, D: Dimension> {
     ///
     /// # Errors
     /// When `operand_shape` with `broadcast_dimensions` does not broadcast to this array's shape
-    /// (the same checks as `broadcast_in_dim`, reported for `reduce_in_dim`).
+    /// (the same checks as `broadcast_in_dim`, reported for `reduce_in_dim`);
+    /// [`BroadcastError::Allocation`](crate::BroadcastError::Allocation) when the result cannot
+    /// be allocated.
     ///
     /// ```
     /// use ndarray::array;
@@ -58,6 +60,18 @@ pub trait ReduceInDim<A, D: Dimension> {
 
     /// [`reduce_in_dim`](ReduceInDim::reduce_in_dim) with any associative reduction `f` and its
     /// `identity` (sum: `0` and `+`; max: lowest and `max`; product: `1` and `*`; ...).
+    ///
+    /// `f` need not be commutative: the elements that fold into one result element are combined
+    /// in their row-major index order in this array (grouped differently, as associativity
+    /// allows, and the same way whatever the number of threads), so string concatenation or
+    /// a product of matrices comes out in order. `f(identity, x)` must be `x`. The sums of
+    /// [`reduce_in_dim`](ReduceInDim::reduce_in_dim) are free to reorder (XLA's `add` is
+    /// commutative), which vectorises.
+    ///
+    /// # Errors
+    /// As [`reduce_in_dim`](ReduceInDim::reduce_in_dim), and
+    /// [`BroadcastError::Allocation`](crate::BroadcastError::Allocation) when the result (or a
+    /// partial result of a parallel fold) cannot be allocated.
     ///
     /// ```
     /// use ndarray::array;
@@ -100,7 +114,8 @@ pub trait ReduceInDim<A, D: Dimension> {
         A: XlaElement;
 
     /// [`reduce_in_dim_with`](ReduceInDim::reduce_in_dim_with) into `out`, whose shape is the
-    /// operand's.
+    /// operand's, combining in the same order. Its previous contents are overwritten; on error
+    /// nothing is written.
     ///
     /// ```
     /// use ndarray::{array, Array1};
@@ -131,12 +146,14 @@ fn operand_dim_of(out_rank: usize, dims: &[usize]) -> Vec<Option<usize>> {
     from
 }
 
+#[allow(clippy::too_many_arguments)]
 fn reduce_checked<A, D, E, F>(
     op: &'static str,
     src: &ArrayRef<A, D>,
     dims: &[usize],
     identity: A,
     f: &F,
+    order: FoldOrder,
     out: &mut ArrayRef<A, E>,
 ) -> Result<()>
 where
@@ -146,9 +163,8 @@ where
     F: Fn(A, A) -> A + Sync,
 {
     in_dim_check(op, out.shape(), src.shape(), dims)?;
-    out.fill(identity.clone());
-    engine::reduce(out, &operand_dim_of(src.ndim(), dims), src, &identity, f);
-    Ok(())
+    let from = operand_dim_of(src.ndim(), dims);
+    engine::reduce(op, out, &from, src, &identity, f, order, true)
 }
 
 impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
@@ -167,6 +183,7 @@ impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
             broadcast_dimensions,
             A::xla_zero(),
             A::xla_add,
+            FoldOrder::Any,
         )
     }
 
@@ -188,6 +205,7 @@ impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
             broadcast_dimensions,
             identity,
             f,
+            FoldOrder::Index,
         )
     }
 
@@ -205,6 +223,7 @@ impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
             broadcast_dimensions,
             A::xla_zero(),
             &A::xla_add,
+            FoldOrder::Any,
             out,
         )
     }
@@ -226,6 +245,7 @@ impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
             broadcast_dimensions,
             identity,
             &f,
+            FoldOrder::Index,
             out,
         )
     }
@@ -240,20 +260,16 @@ pub(crate) fn reduce_fresh<A, D>(
     dims: &[usize],
     identity: A,
     f: impl Fn(A, A) -> A + Sync,
+    order: FoldOrder,
 ) -> Result<Array<A, IxDyn>>
 where
     A: Clone + Send + Sync,
     D: Dimension,
 {
     in_dim_check(op, operand_shape, src.shape(), dims)?;
-    let mut out = Array::from_elem(IxDyn(operand_shape), identity.clone());
-    engine::reduce(
-        &mut out,
-        &operand_dim_of(src.ndim(), dims),
-        src,
-        &identity,
-        &f,
-    );
+    let mut out = engine::filled(op, IxDyn(operand_shape), &identity)?;
+    let from = operand_dim_of(src.ndim(), dims);
+    engine::reduce(op, &mut out, &from, src, &identity, &f, order, false)?;
     Ok(out)
 }
 
@@ -280,7 +296,15 @@ pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
     let plan = binary_plan(op, lhs_shape, rhs_shape, broadcast_dimensions)?;
     check_out(op, &plan.out, grad.shape())?;
     let sum = |shape: &[usize], dims: &[usize]| {
-        reduce_fresh(op, grad, shape, dims, A::xla_zero(), A::xla_add)
+        reduce_fresh(
+            op,
+            grad,
+            shape,
+            dims,
+            A::xla_zero(),
+            A::xla_add,
+            FoldOrder::Any,
+        )
     };
     Ok((
         sum(lhs_shape, &plan.lhs_dims)?,

@@ -261,3 +261,82 @@ fn layouts_buffers_and_indices() {
     refuses("parse", || "".parse::<Shape>());
     assert!(!catch_unwind(|| bump_indices(&[2, 2], &mut [9, 9, 9])).unwrap());
 }
+
+/// Asserts that `f` returns [`BroadcastError::Allocation`]. Run in this process on purpose: an
+/// allocation that aborted instead (as `handle_alloc_error` does) would kill the whole test
+/// binary, which fails the run.
+fn unallocatable<T: std::fmt::Debug>(what: &str, f: impl FnOnce() -> Result<T, BroadcastError>) {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Err(BroadcastError::Allocation { .. })) => {}
+        other => panic!("{what}: expected an allocation error, got {other:?}"),
+    }
+}
+
+/// Every public entry point that allocates on the user's behalf, asked for a result whose bytes
+/// exceed `isize::MAX` (a zero-copy view of one element as input): an error, never an abort.
+#[test]
+fn unallocatable_results_are_errors() {
+    // 2^(bits-3) f32 elements: 2^(bits-1) bytes, more than any allocation may have.
+    let n = 1usize << (usize::BITS - 3);
+    let s = arr0(1.0f32);
+    let big = s.broadcast_in_dim(&[n], &[]).unwrap();
+    let col = s.broadcast_in_dim(&[n, 1], &[]).unwrap();
+    let one = Array1::from_elem(1, 2.0f32);
+    unallocatable("add", || big.add_bcast(&one, &[]).map(|r| r.len()));
+    unallocatable("pow", || big.pow_bcast(&s, &[]).map(|r| r.len()));
+    unallocatable("zip", || {
+        big.zip_bcast(&s, &[], |a, b| a * b).map(|r| r.len())
+    });
+    unallocatable("compare", || big.lt_bcast(&s, &[]).map(|r| r.len()));
+    let t = arr0(true);
+    unallocatable("select", || t.select_bcast(&big, &s).map(|r| r.len()));
+    unallocatable("reduce_in_dim", || {
+        big.reduce_in_dim(&[n], &[0]).map(|r| r.len())
+    });
+    unallocatable("reduce_in_dim_with", || {
+        col.reduce_in_dim_with(&[n, 1], &[0, 1], 0.0, f32::max)
+            .map(|r| r.len())
+    });
+    unallocatable("unbroadcast_grads", || {
+        reduce::unbroadcast_grads(&[n], &[], &[], &big).map(|r| r.0.len())
+    });
+    unallocatable("numpy add", || numpy::add(&big, &one).map(|r| r.len()));
+    unallocatable("numpy zip_with", || {
+        numpy::zip_with(&col, &one, |a: f32, b: f32| a - b).map(|r| r.len())
+    });
+    unallocatable("numpy sum_to_shape", || {
+        numpy::sum_to_shape(&col, &[n, 1]).map(|r| r.len())
+    });
+    unallocatable("numpy unbroadcast_grads", || {
+        numpy::unbroadcast_grads(&[n, 1], &[1], &col).map(|r| r.0.len())
+    });
+    unallocatable("paddle add", || {
+        paddle::elementwise_add(&col, &one, -1).map(|r| r.len())
+    });
+    unallocatable("paddle elementwise", || {
+        paddle::elementwise(&col, &one, 1, |a: f32, b: f32| a + b).map(|r| r.len())
+    });
+    unallocatable("paddle unbroadcast_grads", || {
+        paddle::unbroadcast_grads(&[n, 1], &[1], -1, &col).map(|r| r.0.len())
+    });
+    unallocatable("to_buffer", || {
+        layout::to_buffer(&col, &Layout::col_major(2)).map(|b| b.len())
+    });
+    // A panicking convenience method panics with the error's message, never aborts.
+    let strict = catch_unwind(AssertUnwindSafe(|| (big.strict() + 1.0).len()));
+    let msg = *strict.unwrap_err().downcast::<String>().unwrap();
+    assert!(msg.contains("cannot allocate"), "{msg}");
+}
+
+/// The report that found the abort: 4 TiB, which the allocator refuses on this machine (it is
+/// no larger than the address space, so the refusal comes from the allocator, not from a size
+/// check).
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn a_reduction_the_allocator_refuses() {
+    let one = arr0(1f32);
+    let b = one.broadcast_in_dim(&[1 << 40], &[]).unwrap();
+    unallocatable("reduce_in_dim", || {
+        b.reduce_in_dim(&[1 << 40], &[0]).map(|r| r.len())
+    });
+}

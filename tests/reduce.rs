@@ -165,3 +165,98 @@ proptest! {
         prop_assert_eq!(&ry, &naive_reduce(&y, &operand, &dims));
     }
 }
+
+/// `f` folded over every element of `y` in row-major order, per operand index: the definition
+/// for an associative `f` that need not commute.
+fn ordered_fold<T: Clone>(
+    y: &ArrayD<T>,
+    operand: &[usize],
+    dims: &[usize],
+    identity: T,
+    f: impl Fn(T, T) -> T,
+) -> ArrayD<T> {
+    let mut out = ArrayD::from_elem(IxDyn(operand), identity);
+    for (idx, v) in y.indexed_iter() {
+        let src: Vec<usize> = dims
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| if operand[i] == 1 { 0 } else { idx[d] })
+            .collect();
+        let slot = &mut out[src.as_slice()];
+        *slot = f(slot.clone(), v.clone());
+    }
+    out
+}
+
+/// 2x2 integer matrices (wrapping): associative, not commutative.
+type Mat = [u64; 4];
+fn matmul(a: Mat, b: Mat) -> Mat {
+    let m = |x: u64, y: u64| x.wrapping_mul(y);
+    [
+        m(a[0], b[0]).wrapping_add(m(a[1], b[2])),
+        m(a[0], b[1]).wrapping_add(m(a[1], b[3])),
+        m(a[2], b[0]).wrapping_add(m(a[3], b[2])),
+        m(a[2], b[1]).wrapping_add(m(a[3], b[3])),
+    ]
+}
+
+/// `reduce_in_dim_with` keeps index order for a closure that does not commute: string
+/// concatenation and a product of matrices, over contiguous, transposed and reversed sources,
+/// every fold pattern (inner, outer, both, degenerate), at serial and parallel sizes, with one
+/// thread and with two.
+#[test]
+fn non_commutative_reductions_keep_index_order() {
+    // (rows, cols): 8x12 is serial; 96x300 (28,800 Strings, 24 bytes each) is above the
+    // parallel threshold.
+    for (rows, cols) in [(8usize, 12usize), (96, 300)] {
+        let words = ArrayD::from_shape_fn(IxDyn(&[rows, cols]), |i| format!("{},{};", i[0], i[1]));
+        let mats = ArrayD::from_shape_fn(IxDyn(&[rows, cols]), |i| {
+            let (a, b) = (i[0] as u64, i[1] as u64);
+            [a + 1, b + 2, a * b + 3, 1]
+        });
+        let patterns: [(&[usize], &[usize]); 5] = [
+            (&[cols], &[1]),
+            (&[rows], &[0]),
+            (&[], &[]),
+            (&[rows, 1], &[0, 1]),
+            (&[1, cols], &[0, 1]),
+        ];
+        for threads in [Parallelism::Serial, Parallelism::Threads(2)] {
+            with_parallelism(threads, || {
+                for (operand, dims) in patterns {
+                    let cat = |a: String, b: String| a + &b;
+                    let want = ordered_fold(&words, operand, dims, String::new(), cat);
+                    let t = words.t().to_owned(); // the same values, transposed in memory
+                    let sources = [
+                        words.view(),
+                        t.t(),
+                        words.slice(ndarray::s![.., ..]).into_dyn(),
+                    ];
+                    for src in sources {
+                        let got = src.reduce_in_dim_with(operand, dims, String::new(), cat);
+                        assert_eq!(got.unwrap(), want, "{rows}x{cols} -> {operand:?}");
+                    }
+                    let mut out = ArrayD::from_elem(IxDyn(operand), "stale".to_string());
+                    words
+                        .reduce_in_dim_with_into(dims, String::new(), cat, &mut out)
+                        .unwrap();
+                    assert_eq!(out, want);
+
+                    let id: Mat = [1, 0, 0, 1];
+                    let want = ordered_fold(&mats, operand, dims, id, matmul);
+                    let got = mats.reduce_in_dim_with(operand, dims, id, matmul).unwrap();
+                    assert_eq!(got, want, "{rows}x{cols} -> {operand:?}");
+                    let t = mats.t().to_owned();
+                    let got = t.t().reduce_in_dim_with(operand, dims, id, matmul).unwrap();
+                    assert_eq!(got, want, "transposed {rows}x{cols} -> {operand:?}");
+                }
+                // Reversed rows: index order, not memory order.
+                let rev = words.slice(ndarray::s![..;-1, ..]);
+                let cat = |a: String, b: String| a + &b;
+                let want = ordered_fold(&rev.to_owned().into_dyn(), &[], &[], String::new(), cat);
+                let got = rev.reduce_in_dim_with(&[], &[], String::new(), cat);
+                assert_eq!(got.unwrap(), want);
+            });
+        }
+    }
+}

@@ -24,13 +24,7 @@ pub(super) fn uninit<C, D: Dimension>(
     dim: D,
     order: Option<&[usize]>,
 ) -> Result<Array<MaybeUninit<C>, D>> {
-    let fail = |dim: &D| BroadcastError::Allocation {
-        op,
-        shape: dim.slice().into(),
-        bytes: dim
-            .size_checked()
-            .and_then(|n| n.checked_mul(std::mem::size_of::<C>())),
-    };
+    let fail = |dim: &D| refused::<C, D>(op, dim);
     let len = dim.size_checked().ok_or_else(|| fail(&dim))?;
     let mut buffer: Vec<MaybeUninit<C>> = with_capacity(len).ok_or_else(|| fail(&dim))?;
     // SAFETY: the capacity is `len` and `MaybeUninit` needs no initialisation.
@@ -59,6 +53,32 @@ pub(super) fn uninit<C, D: Dimension>(
     // product and every offset; the strides are those of a contiguous layout of `dim` (a
     // permutation of its dims, outermost first) over exactly `len` elements.
     Ok(unsafe { Array::from_shape_vec_unchecked(shape, buffer) })
+}
+
+/// The error for an array of `C` of shape `dim` that cannot be allocated.
+fn refused<C, D: Dimension>(op: &'static str, dim: &D) -> BroadcastError {
+    BroadcastError::Allocation {
+        op,
+        shape: dim.slice().into(),
+        bytes: dim
+            .size_checked()
+            .and_then(|n| n.checked_mul(std::mem::size_of::<C>())),
+    }
+}
+
+/// An array of shape `dim` (standard layout) with every element a clone of `value`, or an error
+/// (never an abort) when it cannot be allocated.
+pub(crate) fn filled<A: Clone, D: Dimension>(
+    op: &'static str,
+    dim: D,
+    value: &A,
+) -> Result<Array<A, D>> {
+    let fail = |dim: &D| refused::<A, D>(op, dim);
+    let len = dim.size_checked().ok_or_else(|| fail(&dim))?;
+    let mut buffer: Vec<A> = with_capacity(len).ok_or_else(|| fail(&dim))?;
+    // Within the capacity: no reallocation, so no abort.
+    buffer.resize(len, value.clone());
+    Array::from_shape_vec(dim.clone(), buffer).map_err(|_| fail(&dim))
 }
 
 /// An empty vector with room for `len` elements, its large pages advised as huge, or `None`

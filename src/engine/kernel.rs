@@ -326,12 +326,24 @@ unsafe fn update_row<A: Clone, B: Clone>(
 }
 
 /// Lanes of a contiguous fold: independent accumulators let the compiler vectorise a reduction
-/// that would otherwise wait on one running value.
+/// (or at least overlap its steps) that would otherwise wait on one running value.
 const LANES: usize = 16;
+
+/// The order in which a fold may combine the elements of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FoldOrder {
+    /// Any order, for an element op known to be commutative (XLA's `add`): lane `k` takes
+    /// elements `k, k + LANES, ...`, which vectorises.
+    Any,
+    /// Index order, for a function known only to be associative (a user's closure): lane `k`
+    /// takes the `k`-th contiguous chunk, and the lanes are combined first to last.
+    Index,
+}
 
 /// `o[i * s[0]] = f(o[i * s[0]], b[i * s[1]])` for `n` elements, as [`update_row`], but a run
 /// folding a contiguous `b` into one element (`s == [0, 1]`) keeps [`LANES`] partial results
-/// started at `identity` and combines them in a fixed order at the end.
+/// started at `identity`, taken as `order` allows, and combines them in a fixed order at the
+/// end.
 ///
 /// # Safety
 /// As [`update_row`].
@@ -343,26 +355,45 @@ pub(crate) unsafe fn fold_row<A: Clone>(
     s: [isize; 2],
     identity: &A,
     f: &impl Fn(A, A) -> A,
+    order: FoldOrder,
 ) {
     if s != [0, 1] || n < 2 * LANES {
         return update_row(o, b, n, s, f);
     }
     let b = slice::from_raw_parts(b, n);
     let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
-    let chunks = b.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (l, x) in lanes.iter_mut().zip(chunk) {
-            *l = f(l.clone(), x.clone());
+    let tail = match order {
+        FoldOrder::Any => {
+            let chunks = b.chunks_exact(LANES);
+            let tail = chunks.remainder();
+            for chunk in chunks {
+                for (l, x) in lanes.iter_mut().zip(chunk) {
+                    *l = f(l.clone(), x.clone());
+                }
+            }
+            for (l, x) in lanes.iter_mut().zip(tail) {
+                *l = f(l.clone(), x.clone());
+            }
+            &[][..]
         }
-    }
-    for (l, x) in lanes.iter_mut().zip(tail) {
-        *l = f(l.clone(), x.clone());
-    }
+        FoldOrder::Index => {
+            let m = n / LANES;
+            let chunks: [&[A]; LANES] = std::array::from_fn(|k| &b[k * m..(k + 1) * m]);
+            for i in 0..m {
+                for (l, chunk) in lanes.iter_mut().zip(&chunks) {
+                    *l = f(l.clone(), chunk[i].clone());
+                }
+            }
+            &b[LANES * m..]
+        }
+    };
     let o = &mut *o;
     let mut acc = o.clone();
     for l in lanes {
         acc = f(acc, l);
+    }
+    for x in tail {
+        acc = f(acc, x.clone());
     }
     *o = acc;
 }

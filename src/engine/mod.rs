@@ -13,7 +13,7 @@
 //! ```
 
 mod alloc;
-pub(crate) use alloc::with_capacity;
+pub(crate) use alloc::{filled, with_capacity};
 pub(crate) mod flat;
 mod kernel;
 pub(crate) mod parallel;
@@ -30,6 +30,7 @@ use smallvec::SmallVec;
 use crate::view::place_strides;
 
 use kernel::Block;
+pub(crate) use kernel::FoldOrder;
 pub(crate) use kernel::Sink;
 use parallel::{for_each_index, pieces, split};
 use plan::Plan;
@@ -615,22 +616,34 @@ const REDUCE_BLOCKS: usize = 8;
 
 /// Folds `src` into `acc` with `f`: `acc_dim[d]` names the dim of `acc` that src dim `d` maps to
 /// (`None` for a dim folded away); an `acc` dim of size 1 whose src dim is larger folds too.
-/// `acc` must be filled with `identity` (or hold the values to fold into). The order in which
-/// each element's contributions are combined depends on the shapes only, never on the threads.
+/// With `fill`, `acc` is first filled with `identity`; without, it must already hold it (or the
+/// values to fold into). The order in which
+/// each element's contributions are combined depends on the shapes only, never on the threads;
+/// with [`FoldOrder::Index`] it is the source's index order (row-major), so `f` need only be
+/// associative. An error, having folded nothing, when a partial accumulator of a parallel fold
+/// cannot be allocated.
 pub(crate) fn reduce<A, D, E>(
+    op: &'static str,
     acc: &mut ArrayRef<A, E>,
     acc_dim: &[Option<usize>],
     src: &ArrayRef<A, D>,
     identity: &A,
     f: &(impl Fn(A, A) -> A + Sync),
-) where
+    order: FoldOrder,
+    fill: bool,
+) -> crate::error::Result<()>
+where
     A: Clone + Send + Sync,
     D: Dimension,
     E: Dimension,
 {
     let strides = acc_strides(acc, acc_dim, src.shape());
-    // Walk in the source's memory order: the big operand streams, the accumulator repeats.
-    let plan = Plan::new(src.shape(), [&strides, src.strides()], [1, 0]);
+    let plan_of = |acc_strides: &[isize]| match order {
+        // Walk in the source's memory order: the big operand streams, the accumulator repeats.
+        FoldOrder::Any => Plan::new(src.shape(), [acc_strides, src.strides()], [1, 0]),
+        FoldOrder::Index => Plan::logical(src.shape(), [acc_strides, src.strides()]),
+    };
+    let plan = plan_of(&strides);
     let (pa, ps) = (SyncPtr(acc.as_mut_ptr()), SyncPtr::of(src));
     let rows = plan.dims[0];
     let row_len = plan.len.checked_div(rows).unwrap_or(0);
@@ -640,12 +653,26 @@ pub(crate) fn reduce<A, D, E>(
             // SAFETY: offsets come from the plan over `src`'s shape; accumulator offsets stay
             // inside its array; each accumulator element is written by one thread only (callers
             // split only where the accumulator does not repeat).
-            unsafe { kernel::fold_row(pa.at(o[0]), ps.at(o[1]), n, inner, identity, f) }
+            unsafe { kernel::fold_row(pa.at(o[0]), ps.at(o[1]), n, inner, identity, f, order) }
         })
     };
     let folds_outer = plan.strides[0][0] == 0 && rows > 1;
     let width = std::mem::size_of::<A>();
-    if parallel::is_small(plan.len, width) || !folds_outer {
+    let serial = parallel::is_small(plan.len, width) || !folds_outer;
+    // The outer dim folds in parallel: private accumulators per block, each folding a contiguous
+    // range of the outer dim, combined in block order. All are allocated before `acc` is
+    // touched, so a refusal leaves it as it was.
+    let blocks = if serial { 0 } else { REDUCE_BLOCKS.min(rows) };
+    let partials = (0..blocks)
+        .map(|_| {
+            let part = alloc::filled(op, IxDyn(acc.shape()), identity)?;
+            Ok(std::sync::Mutex::new(part))
+        })
+        .collect::<crate::error::Result<Vec<_>>>()?;
+    if fill {
+        acc.fill(identity.clone());
+    }
+    if serial {
         // Each thread takes whole outer indices, which own distinct accumulator elements (or
         // the outer dim folds and the work stays on one thread).
         let pieces = if folds_outer {
@@ -656,29 +683,23 @@ pub(crate) fn reduce<A, D, E>(
         split(rows, pieces, 1, &|r| {
             fold(pa, &plan, r.start * row_len..r.end * row_len)
         });
-        return;
+        return Ok(());
     }
-    // The outer dim folds: private accumulators per block, combined in block order.
-    let blocks = REDUCE_BLOCKS.min(rows);
-    let partials: Vec<std::sync::Mutex<Option<Array<A, IxDyn>>>> =
-        (0..blocks).map(|_| std::sync::Mutex::new(None)).collect();
     for_each_index(blocks, pieces(plan.len, width), &|b| {
-        let mut part = Array::from_elem(IxDyn(acc.shape()), identity.clone());
-        let part_strides = acc_strides(&part, acc_dim, src.shape());
-        let part_plan = Plan::new(src.shape(), [&part_strides, src.strides()], [1, 0]);
+        let mut part = partials[b].lock().unwrap_or_else(|e| e.into_inner());
+        let part_plan = plan_of(&acc_strides(&part, acc_dim, src.shape()));
         let (r0, r1) = (rows * b / blocks, rows * (b + 1) / blocks);
         fold(
             SyncPtr(part.as_mut_ptr()),
             &part_plan,
             r0 * row_len..r1 * row_len,
         );
-        *partials[b].lock().unwrap_or_else(|e| e.into_inner()) = Some(part);
     });
     for p in partials {
-        if let Some(part) = p.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            update(acc, &Src::of(&part), f);
-        }
+        let part = p.into_inner().unwrap_or_else(|e| e.into_inner());
+        update(acc, &Src::of(&part), f);
     }
+    Ok(())
 }
 
 /// The strides at `src_shape` of an accumulator whose dim `acc_dim[d]` receives src dim `d`:

@@ -55,6 +55,30 @@ impl<const N: usize> Plan<N> {
     /// Plans a walk over `shape`; `strides[k]` are operand `k`'s strides at that shape and
     /// `priority` orders the operands whose strides decide the loop order, most important first.
     pub fn new(shape: &[usize], strides: [&[isize]; N], priority: [usize; N]) -> Self {
+        let mut axes: Nest<usize> = (0..shape.len()).filter(|&i| shape[i] != 1).collect();
+        let key = |ax: usize| -> [usize; N] { priority.map(|k| strides[k][ax].unsigned_abs()) };
+        // Largest strides outermost; the stable sort keeps the logical order on ties. Arrays in
+        // standard layout are already in order, and small ops should not pay for a sort.
+        if axes.windows(2).any(|w| key(w[0]) < key(w[1])) {
+            axes.sort_by_key(|&ax| std::cmp::Reverse(key(ax)));
+        }
+        Self::over(shape, strides, axes)
+    }
+
+    /// Plans a walk over `shape` in its logical (row-major) order, whatever the strides: an
+    /// element comes after every element with a smaller index, so a fold along the walk
+    /// combines them in index order.
+    pub fn logical(shape: &[usize], strides: [&[isize]; N]) -> Self {
+        Self::over(
+            shape,
+            strides,
+            (0..shape.len()).filter(|&i| shape[i] != 1).collect(),
+        )
+    }
+
+    /// The walk over `axes` (the dims longer than 1, outermost first), merging neighbours that
+    /// are contiguous in every operand.
+    fn over(shape: &[usize], strides: [&[isize]; N], axes: Nest<usize>) -> Self {
         let len = shape.iter().product();
         if len == 0 {
             return Plan {
@@ -64,14 +88,6 @@ impl<const N: usize> Plan<N> {
                 len: 0,
             };
         }
-        let mut axes: Nest<usize> = (0..shape.len()).filter(|&i| shape[i] != 1).collect();
-        let key = |ax: usize| -> [usize; N] { priority.map(|k| strides[k][ax].unsigned_abs()) };
-        // Largest strides outermost; the stable sort keeps the logical order on ties. Arrays in
-        // standard layout are already in order, and small ops should not pay for a sort.
-        if axes.windows(2).any(|w| key(w[0]) < key(w[1])) {
-            axes.sort_by_key(|&ax| std::cmp::Reverse(key(ax)));
-        }
-
         let mut dims: Nest<usize> = SmallVec::new();
         let mut merged: Nest<[isize; N]> = SmallVec::new();
         for ax in axes {
