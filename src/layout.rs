@@ -500,9 +500,7 @@ pub fn from_buffer<A: Clone + Send + Sync>(
 ) -> Result<Array<A, IxDyn>> {
     let v = view(buffer, dims, layout).map_err(|e| rename(e, "from_buffer"))?;
     // Standard layout whatever the buffer's, as documented: no inputs to follow.
-    engine::fresh("from_buffer", IxDyn(dims), &[], |out| {
-        engine::map(out, &Src::of(&v), &|x: A| x)
-    })
+    engine::collect_map("from_buffer", IxDyn(dims), &Src::of(&v), &|x: A| x, true)
 }
 
 fn rename(e: BroadcastError, op: &'static str) -> BroadcastError {

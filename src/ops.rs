@@ -29,7 +29,7 @@ use crate::engine;
 use crate::engine::flat::FlatSrc;
 use crate::engine::Src;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, checked_size_for, merge_dim, select_shape, Dims};
+use crate::shape::{binary_plan, checked_size_for, iota, merge_dim, select_shape, Dims};
 use crate::view::broadcast_in_dim_view;
 
 /// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
@@ -179,11 +179,11 @@ fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
             return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
         }
         Some(Pairing::ScalarRhs) => {
-            let r = Src::scalar(rhs, lhs.ndim());
+            let r = Src::placed(op, rhs, lhs.shape(), &[])?;
             return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), r));
         }
         Some(Pairing::ScalarLhs) => {
-            let l = Src::scalar(lhs, rhs.ndim());
+            let l = Src::placed(op, lhs, rhs.shape(), &[])?;
             return Ok((Dims::from_slice(rhs.shape()), l, Src::of(rhs)));
         }
         None => {}
@@ -197,13 +197,16 @@ fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
             .zip(rhs.shape())
             .all(|(o, &r)| merge_dim(*o, r).map(|n| *o = n).is_some());
         if compatible && checked_size_for(op, &out).is_ok() {
-            let (l, r) = (Src::degenerate(lhs, &out), Src::degenerate(rhs, &out));
+            let (l, r) = (
+                Src::degenerate(op, lhs, &out)?,
+                Src::degenerate(op, rhs, &out)?,
+            );
             return Ok((out, l, r));
         }
     }
     let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
-    let l = Src::placed(lhs, &plan.out, &plan.lhs_dims);
-    let r = Src::placed(rhs, &plan.out, &plan.rhs_dims);
+    let l = Src::placed(op, lhs, &plan.out, &plan.lhs_dims)?;
+    let r = Src::placed(op, rhs, &plan.out, &plan.rhs_dims)?;
     Ok((plan.out, l, r))
 }
 
@@ -269,10 +272,7 @@ where
         }
     }
     let (shape, l, r) = operands(op, lhs, rhs, dims)?;
-    let inputs = [l.strides(), r.strides()];
-    engine::fresh(op, out_dim(op, &shape)?, &inputs, |out| {
-        engine::zip(out, &l, &r, &f)
-    })
+    engine::collect_zip(op, out_dim(op, &shape)?, &l, &r, &f)
 }
 
 /// `f` over every element into a fresh array of the same shape and dimension type.
@@ -289,9 +289,7 @@ where
     if let Some(out) = engine::flat::map(op, a, &f) {
         return out;
     }
-    engine::fresh(op, a.raw_dim(), &[a.strides()], |out| {
-        engine::map(out, &Src::of(a), &f)
-    })
+    engine::collect_map(op, a.raw_dim(), &Src::of(a), &f, false)
 }
 
 /// The binary op family's one implementation: into a caller's array.
@@ -666,15 +664,15 @@ fn select_inputs<'p, 't, 'f, T, D: Dimension, E1: Dimension, E2: Dimension>(
     pred: &'p ArrayRef<bool, D>,
     on_true: &'t ArrayRef<T, E1>,
     on_false: &'f ArrayRef<T, E2>,
-) -> Result<(Vec<usize>, Src<'p, bool>, Src<'t, T>, Src<'f, T>)> {
+) -> Result<(Src<'p, bool>, Src<'t, T>, Src<'f, T>, Vec<usize>)> {
     let shape = select_shape(pred.shape(), on_true.shape(), on_false.shape())?;
     // Each operand has the output's rank (degenerate dims) or rank 0 (a scalar).
-    let dims = |rank: usize| -> Vec<usize> { (0..rank).collect() };
+    let op = "select";
     Ok((
-        shape.clone(),
-        Src::placed(pred, &shape, &dims(pred.ndim())),
-        Src::placed(on_true, &shape, &dims(on_true.ndim())),
-        Src::placed(on_false, &shape, &dims(on_false.ndim())),
+        Src::placed(op, pred, &shape, &iota(pred.ndim()))?,
+        Src::placed(op, on_true, &shape, &iota(on_true.ndim()))?,
+        Src::placed(op, on_false, &shape, &iota(on_false.ndim()))?,
+        shape,
     ))
 }
 
@@ -742,11 +740,14 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         E1: Dimension,
         E2: Dimension,
     {
-        let (shape, p, t, f) = select_inputs(self, on_true, on_false)?;
+        let (p, t, f, shape) = select_inputs(self, on_true, on_false)?;
         let dim = out_dim("select", &shape)?;
-        let inputs = [p.strides(), t.strides(), f.strides()];
-        engine::fresh("select", dim, &inputs, |out| {
-            engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f })
+        engine::collect_zip3("select", dim, (&p, &t, &f), &|p, t, f| {
+            if p {
+                t
+            } else {
+                f
+            }
         })
     }
 
@@ -762,7 +763,7 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         E2: Dimension,
         O: Dimension,
     {
-        let (shape, p, t, f) = select_inputs(self, on_true, on_false)?;
+        let (p, t, f, shape) = select_inputs(self, on_true, on_false)?;
         check_out("select", &shape, out.shape())?;
         engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f });
         Ok(())

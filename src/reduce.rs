@@ -24,7 +24,7 @@
 use ndarray::{Array, ArrayRef, Dimension, IxDyn};
 
 use crate::element::XlaElement;
-use crate::engine::{self, FoldOrder};
+use crate::engine::{self, Fold, FoldOrder};
 use crate::error::Result;
 use crate::ops::check_out;
 use crate::shape::{binary_plan, in_dim_check};
@@ -146,7 +146,6 @@ fn operand_dim_of(out_rank: usize, dims: &[usize]) -> Vec<Option<usize>> {
     from
 }
 
-#[allow(clippy::too_many_arguments)]
 fn reduce_checked<A, D, E, F>(
     op: &'static str,
     src: &ArrayRef<A, D>,
@@ -164,7 +163,12 @@ where
 {
     in_dim_check(op, out.shape(), src.shape(), dims)?;
     let from = operand_dim_of(src.ndim(), dims);
-    engine::reduce(op, out, &from, src, &identity, f, order, true)
+    let fold = Fold {
+        identity: &identity,
+        f,
+        order,
+    };
+    engine::reduce(op, out, &from, src, fold, true)
 }
 
 impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
@@ -269,7 +273,12 @@ where
     in_dim_check(op, operand_shape, src.shape(), dims)?;
     let mut out = engine::filled(op, IxDyn(operand_shape), &identity)?;
     let from = operand_dim_of(src.ndim(), dims);
-    engine::reduce(op, &mut out, &from, src, &identity, &f, order, false)?;
+    let fold = Fold {
+        identity: &identity,
+        f: &f,
+        order,
+    };
+    engine::reduce(op, &mut out, &from, src, fold, false)?;
     Ok(out)
 }
 

@@ -11,8 +11,8 @@ use std::mem::MaybeUninit;
 use ndarray::{Array, ArrayRef, Dimension};
 use smallvec::SmallVec;
 
-use super::kernel::{self, Block};
-use super::{alloc, parallel};
+use super::kernel::{Block, BlockKernel, Map, Zip};
+use super::{alloc, fresh, parallel};
 use crate::error::Result;
 
 /// An input of a flat walk: an array of the result's shape, or a rank-0 array read for every
@@ -116,9 +116,9 @@ fn order(shape: &[usize], inputs: &[Option<(&[usize], &[isize])>]) -> Option<Ord
 /// of the fixed cost.
 ///
 /// # Safety
-/// `kernel` writes every output element of the run it is given; every input of `ptrs` holds an
-/// element at each of the run's offsets (`inner` 1: a contiguous array of the result's size from
-/// its element 0; 0: one element), none inside the fresh output.
+/// `kernel` writes output slots of `MaybeUninit<C>`; every input of `ptrs` holds an element of
+/// the kernel's type at each of the run's offsets (`inner` 1: a contiguous array of the result's
+/// size from its element 0; 0: one element), none inside the fresh output.
 #[inline(always)]
 unsafe fn one_run<C, O: Dimension, const N: usize>(
     op: &'static str,
@@ -126,16 +126,19 @@ unsafe fn one_run<C, O: Dimension, const N: usize>(
     order: Order,
     mut ptrs: [*mut u8; N],
     inner: [isize; N],
-    kernel: &impl Fn([*mut u8; N], Block<N>),
+    kernel: &impl BlockKernel<N>,
 ) -> Result<Array<C, O>> {
-    let mut out: Array<MaybeUninit<C>, O> = match order {
+    let out: Array<MaybeUninit<C>, O> = match order {
         Order::C => alloc::uninit(op, dim, None)?,
         Order::F => {
             let outer_first: SmallVec<[usize; 6]> = (0..dim.ndim()).rev().collect();
             alloc::uninit(op, dim, Some(&outer_first))?
         }
     };
-    if !out.is_empty() {
+    let walk = |out: &mut ArrayRef<MaybeUninit<C>, O>, log: Option<&fresh::FreshLog>| {
+        if out.is_empty() {
+            return;
+        }
         // A fresh contiguous array with positive strides: its `len` elements from element 0.
         ptrs[0] = out.as_mut_ptr().cast();
         let block = Block {
@@ -144,10 +147,12 @@ unsafe fn one_run<C, O: Dimension, const N: usize>(
             rows: 1,
             step: [0; N],
         };
-        kernel::call(kernel, ptrs, block);
-    }
-    // SAFETY: the kernel wrote every element (or there are none).
-    Ok(out.assume_init())
+        // SAFETY: the run is the whole fresh output (unique, this thread's) and, for the
+        // inputs, as the caller promised.
+        unsafe { fresh::call_logged(kernel, ptrs, block, log) }
+    };
+    // SAFETY: the one run covers every element of the fresh output, through `call_logged`.
+    Ok(unsafe { fresh::fill(out, walk) })
 }
 
 /// `f(a[i], b[i])` into a fresh array of shape `dim`, as one run, when the walk is small (serial)
@@ -158,7 +163,7 @@ pub(crate) fn zip<A, B, C, O>(
     dim: O,
     a: FlatSrc<'_, A>,
     b: FlatSrc<'_, B>,
-    f: &impl Fn(A, B) -> C,
+    f: &(impl Fn(A, B) -> C + Sync),
 ) -> Option<Result<Array<C, O>>>
 where
     A: Clone,
@@ -172,17 +177,10 @@ where
     let order = order(dim.slice(), &[a.whole, b.whole])?;
     let ptrs = [std::ptr::null_mut(), a.ptr as *mut u8, b.ptr as *mut u8];
     let inner = [1, a.inner(), b.inner()];
-    let kernel = |p: [*mut u8; 3], blk| {
-        // SAFETY: `one_run` passes a nonempty run over its fresh output (read by no one) and
-        // over `a` and `b` as `order` checked them: each has the output's shape and is
-        // contiguous from its element 0 with positive strides, or is the one element of a
-        // rank-0 array read with stride 0. One thread runs it.
-        unsafe {
-            let (pa, pb) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
-            kernel::zip_block(p[0].cast::<MaybeUninit<C>>(), pa, pb, blk, f)
-        }
-    };
-    // SAFETY: `zip_block` writes every element of the run; the inputs as above.
+    let kernel = Zip::<MaybeUninit<C>, A, B, _>(f, PhantomData);
+    // SAFETY: `a` and `b` as `order` checked them: each has the output's shape and is contiguous
+    // from its element 0 with positive strides, or is the one element of a rank-0 array read
+    // with stride 0.
     Some(unsafe { one_run(op, dim, order, ptrs, inner, &kernel) })
 }
 
@@ -191,7 +189,7 @@ where
 pub(crate) fn map<A, C, D>(
     op: &'static str,
     a: &ArrayRef<A, D>,
-    f: &impl Fn(A) -> C,
+    f: &(impl Fn(A) -> C + Sync),
 ) -> Option<Result<Array<C, D>>>
 where
     A: Clone,
@@ -202,19 +200,9 @@ where
         return None;
     }
     let order = order(a.shape(), &[Some((a.shape(), a.strides()))])?;
-    let kernel = |p: [*mut u8; 2], blk| {
-        // SAFETY: as in `zip`, for one input of the output's shape.
-        unsafe {
-            kernel::map_block(
-                p[0].cast::<MaybeUninit<C>>(),
-                p[1].cast_const().cast::<A>(),
-                blk,
-                f,
-            )
-        }
-    };
+    let kernel = Map::<MaybeUninit<C>, A, _>(f, PhantomData);
     let ptrs = [std::ptr::null_mut(), a.as_ptr() as *mut u8];
-    // SAFETY: `map_block` writes every element of the run; `a` as `order` checked it.
+    // SAFETY: `a` as `order` checked it.
     Some(unsafe { one_run(op, a.raw_dim(), order, ptrs, [1, 1], &kernel) })
 }
 

@@ -2,25 +2,48 @@
 //! slices (which the compiler vectorises), a stride-0 operand becomes a hoisted scalar, and
 //! anything else takes the general strided loop.
 
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::slice;
 
-/// Runs `kernel(ptrs, block)`, compiled with AVX2 where the CPU has it (checked at run time;
-/// the crate itself targets the baseline instruction set). The block kernels below are inlined
-/// into both copies, so their loops vectorise 256 bits wide in the AVX2 one. Results do not
-/// depend on the copy: the same scalar operations run either way, only more of them at once.
+/// The element loops of one operation over a [`Block`] of `N` operands, operand 0 written.
+/// The engine walks blocks and hands each to [`call`]; the kernel dereferences the pointers,
+/// so its one method is `unsafe`.
+pub(crate) trait BlockKernel<const N: usize>: Sync {
+    /// Runs `blk` from `ptrs`, adding to `written` each output element it writes, in the block's
+    /// order (row by row), when the output's elements need dropping (so that a panic in the
+    /// element function can drop exactly those of a fresh output).
+    ///
+    /// # Safety
+    /// `blk.n > 0`; every element the block addresses from `ptrs[k]` is a valid element of
+    /// operand `k`, of the kernel's element type for that operand; the written ones are
+    /// distinct from each other and from every element read, and no other thread touches them.
+    unsafe fn block(&self, ptrs: [*mut u8; N], blk: Block<N>, written: &Cell<usize>);
+}
+
+/// Runs `kernel.block(ptrs, block, written)`, compiled with AVX2 where the CPU has it (checked
+/// at run time; the crate itself targets the baseline instruction set). The block kernels below
+/// are inlined into both copies, so their loops vectorise 256 bits wide in the AVX2 one.
+/// Results do not depend on the copy: the same scalar operations run either way, only more of
+/// them at once.
+///
+/// # Safety
+/// As [`BlockKernel::block`].
 #[inline(always)]
-pub(crate) fn call<const N: usize>(
-    kernel: &impl Fn([*mut u8; N], Block<N>),
+pub(crate) unsafe fn call<const N: usize>(
+    kernel: &impl BlockKernel<N>,
     ptrs: [*mut u8; N],
     block: Block<N>,
+    written: &Cell<usize>,
 ) {
     #[cfg(target_arch = "x86_64")]
     if wide_simd() {
-        // SAFETY: `wide_simd` checked that this CPU has AVX2.
-        return unsafe { call_avx2(kernel, ptrs, block) };
+        // SAFETY: `wide_simd` checked that this CPU has AVX2; the block as the caller promised.
+        return unsafe { call_avx2(kernel, ptrs, block, written) };
     }
-    kernel(ptrs, block)
+    // SAFETY: as the caller promised.
+    unsafe { kernel.block(ptrs, block, written) }
 }
 
 /// Whether [`call`] may take the AVX2 copy: the CPU has it and it is not switched off.
@@ -37,15 +60,94 @@ pub(crate) static WIDE_SIMD: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(true);
 
 /// # Safety
-/// The CPU supports AVX2.
+/// The CPU supports AVX2; the block as [`BlockKernel::block`] requires.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn call_avx2<const N: usize>(
-    kernel: &impl Fn([*mut u8; N], Block<N>),
+    kernel: &impl BlockKernel<N>,
     ptrs: [*mut u8; N],
     block: Block<N>,
+    written: &Cell<usize>,
 ) {
-    kernel(ptrs, block)
+    // SAFETY: as the caller promised.
+    unsafe { kernel.block(ptrs, block, written) }
+}
+
+/// `f`, counting its results in `written` when they need dropping: the kernels write each result
+/// as soon as `f` returns, so the count is the number of elements written. For other types the
+/// count is compiled out.
+#[inline(always)]
+fn counted<R>(written: &Cell<usize>, v: R) -> R {
+    if std::mem::needs_drop::<R>() {
+        written.set(written.get() + 1);
+    }
+    v
+}
+
+/// `out[i] = f(a[i])` ([`map_block`]) as a [`BlockKernel`]: output slots `S`, input `A`.
+pub(crate) struct Map<'f, S, A, F>(pub &'f F, pub PhantomData<fn(A) -> S>);
+
+/// `out[i] = f(a[i], b[i])` ([`zip_block`]) as a [`BlockKernel`].
+pub(crate) struct Zip<'f, S, A, B, F>(pub &'f F, pub PhantomData<fn(A, B) -> S>);
+
+/// `out[i] = f(a[i], b[i], c[i])` ([`zip3_block`]) as a [`BlockKernel`].
+pub(crate) struct Zip3<'f, S, A, B, C, F>(pub &'f F, pub PhantomData<fn(A, B, C) -> S>);
+
+/// `out[i] = f(out[i], b[i])` ([`update_block`]) as a [`BlockKernel`]: in place.
+pub(crate) struct Update<'f, A, B, F>(pub &'f F, pub PhantomData<fn(A, B) -> A>);
+
+impl<S: Sink<C>, A: Clone, C, F: Fn(A) -> C + Sync> BlockKernel<2> for Map<'_, S, A, F> {
+    #[inline(always)]
+    unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, written: &Cell<usize>) {
+        let (o, a) = (p[0].cast::<S>(), p[1].cast_const().cast::<A>());
+        // SAFETY: as the caller promised, for an output of `S` and an input of `A`.
+        unsafe { map_block(o, a, blk, &|x| counted(written, (self.0)(x))) }
+    }
+}
+
+impl<S, A, B, C, F> BlockKernel<3> for Zip<'_, S, A, B, F>
+where
+    S: Sink<C>,
+    A: Clone,
+    B: Clone,
+    F: Fn(A, B) -> C + Sync,
+{
+    #[inline(always)]
+    unsafe fn block(&self, p: [*mut u8; 3], blk: Block<3>, written: &Cell<usize>) {
+        let (a, b) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
+        // SAFETY: as the caller promised, for an output of `S` and inputs of `A` and `B`.
+        unsafe {
+            zip_block(p[0].cast::<S>(), a, b, blk, &|x, y| {
+                counted(written, (self.0)(x, y))
+            })
+        }
+    }
+}
+
+impl<S, A, B, C, R, F> BlockKernel<4> for Zip3<'_, S, A, B, C, F>
+where
+    S: Sink<R>,
+    A: Clone,
+    B: Clone,
+    C: Clone,
+    F: Fn(A, B, C) -> R + Sync,
+{
+    #[inline(always)]
+    unsafe fn block(&self, p: [*mut u8; 4], blk: Block<4>, written: &Cell<usize>) {
+        let (a, b) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
+        let c = p[3].cast_const().cast::<C>();
+        let f = |x, y, z| counted(written, (self.0)(x, y, z));
+        // SAFETY: as the caller promised, for an output of `S` and inputs of `A`, `B`, `C`.
+        unsafe { zip3_block(p[0].cast::<S>(), a, b, c, blk, &f) }
+    }
+}
+
+impl<A: Clone, B: Clone, F: Fn(A, B) -> A + Sync> BlockKernel<2> for Update<'_, A, B, F> {
+    #[inline(always)]
+    unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, _: &Cell<usize>) {
+        // SAFETY: as the caller promised; the output, initialised, is read and written.
+        unsafe { update_block(p[0].cast::<A>(), p[1].cast_const().cast::<B>(), blk, self.0) }
+    }
 }
 
 /// Where a kernel puts a result: a fresh (uninitialised) slot, or an existing element.

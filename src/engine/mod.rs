@@ -15,6 +15,7 @@
 mod alloc;
 pub(crate) use alloc::{filled, with_capacity};
 pub(crate) mod flat;
+mod fresh;
 mod kernel;
 pub(crate) mod parallel;
 mod plan;
@@ -27,11 +28,14 @@ use std::marker::PhantomData;
 use ndarray::{Array, ArrayRef, Dimension, IxDyn};
 use smallvec::SmallVec;
 
+use crate::error::Result;
+use crate::shape::{iota, Dims};
 use crate::view::place_strides;
 
-use kernel::Block;
+use fresh::{call_logged, FreshLog};
 pub(crate) use kernel::FoldOrder;
 pub(crate) use kernel::Sink;
+use kernel::{Block, BlockKernel};
 use parallel::{for_each_index, pieces, split};
 use plan::Plan;
 
@@ -66,69 +70,82 @@ impl<T> SyncPtr<T> {
     }
 }
 
-/// An input of the engine: an array seen at the output shape, as its first element and its
-/// strides at that shape (0 where it broadcasts). Built only from a borrowed array whose
-/// placement a shape rule has accepted, so every output index reads one of its elements.
+/// An input of the engine: an array seen at the output shape, as its first element, that
+/// shape, and its strides at that shape (0 where it broadcasts). Built only from a borrowed
+/// array by constructors that check the placement against the shape rule, so every output
+/// index reads one of its elements; the engine checks that the shape is the output's.
 pub(crate) struct Src<'a, T> {
     ptr: *const T,
+    shape: Dims,
     strides: SmallVec<[isize; 6]>,
     _borrow: PhantomData<&'a T>,
 }
 
 impl<'a, T> Src<'a, T> {
-    /// `a` as it is: it already has the output's shape.
+    /// `a` as it is, at its own shape.
     pub fn of<D: Dimension>(a: &'a ArrayRef<T, D>) -> Self {
         Src {
             ptr: a.as_ptr(),
+            shape: Dims::from_slice(a.shape()),
             strides: SmallVec::from_slice(a.strides()),
             _borrow: PhantomData,
         }
     }
 
     /// `a` broadcast to `out_shape` of the same rank, where every dim of `a` is 1 or the
-    /// output's (degenerate broadcasting, which a shape rule accepted).
-    pub fn degenerate<D: Dimension>(a: &'a ArrayRef<T, D>, out_shape: &[usize]) -> Self {
-        debug_assert!(crate::shape::degenerate_shape(a.shape(), out_shape).is_ok());
+    /// output's (degenerate broadcasting); an error otherwise.
+    pub fn degenerate<D: Dimension>(
+        op: &'static str,
+        a: &'a ArrayRef<T, D>,
+        out_shape: &[usize],
+    ) -> Result<Self> {
+        let fits = a.ndim() == out_shape.len()
+            && a.shape()
+                .iter()
+                .zip(out_shape)
+                .all(|(&n, &m)| n == m || n == 1);
+        if !fits {
+            return Self::placed(op, a, out_shape, &iota(a.ndim()));
+        }
         let mut strides = SmallVec::from_slice(a.strides());
         for ((s, &n), &m) in strides.iter_mut().zip(a.shape()).zip(out_shape) {
             if n != m {
                 *s = 0;
             }
         }
-        Src {
+        Ok(Src {
             ptr: a.as_ptr(),
+            shape: Dims::from_slice(out_shape),
             strides,
             _borrow: PhantomData,
-        }
+        })
     }
 
-    /// The one element of a rank-0 `a`, broadcast to every index of a rank-`rank` output.
-    pub fn scalar<D: Dimension>(a: &'a ArrayRef<T, D>, rank: usize) -> Self {
-        debug_assert_eq!(a.ndim(), 0);
-        Src {
-            ptr: a.as_ptr(),
-            strides: smallvec::smallvec![0; rank],
-            _borrow: PhantomData,
-        }
-    }
-
-    /// Its strides at the output shape.
-    pub fn strides(&self) -> &[isize] {
-        &self.strides
-    }
-
-    /// `a` placed into `out_shape` by `broadcast_in_dim` dims that a shape rule accepted.
+    /// `a` placed into `out_shape` by `broadcast_in_dim` dims (a rank-0 `a` with none: a
+    /// scalar read at every index); the rule's error when they do not place it.
     pub fn placed<D: Dimension>(
+        op: &'static str,
         a: &'a ArrayRef<T, D>,
         out_shape: &[usize],
         dims: &[usize],
-    ) -> Self {
-        debug_assert!(crate::shape::in_dim_check("engine", a.shape(), out_shape, dims).is_ok());
-        Src {
+    ) -> Result<Self> {
+        crate::shape::in_dim_check(op, a.shape(), out_shape, dims)?;
+        Ok(Src {
             ptr: a.as_ptr(),
+            shape: Dims::from_slice(out_shape),
             strides: place_strides(a.shape(), a.strides(), out_shape, dims),
             _borrow: PhantomData,
-        }
+        })
+    }
+
+    /// The shape it is seen at.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Its strides at that shape.
+    pub fn strides(&self) -> &[isize] {
+        &self.strides
     }
 }
 
@@ -167,13 +184,20 @@ impl Operand {
     }
 }
 
-/// Walks `shape` over `N` operands with the given strides (operand 0 is written), calling
-/// `kernel(pointers, block)` for each block of runs, split across threads when large.
-fn run<const N: usize>(
+/// Walks `shape` over `N` operands with the given strides (operand 0 is written), running
+/// `kernel` on each block of runs, split across threads when large; `log` is a fresh output's
+/// ([`fresh::fill`]).
+///
+/// # Safety
+/// Operand `k` has, at every index of `shape`, an element at its strides from its pointer, of
+/// the type `kernel` reads or writes there; operand 0's are distinct and nothing else touches
+/// them during the walk.
+unsafe fn run<const N: usize>(
     shape: &[usize],
     strides: [&[isize]; N],
     operands: [Operand; N],
-    kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
+    kernel: &impl BlockKernel<N>,
+    log: Option<&FreshLog>,
 ) {
     let width = operands.iter().map(|o| o.size).max().unwrap_or(1);
     if let Some(block) = small_block(shape, &strides, width) {
@@ -182,7 +206,14 @@ fn run<const N: usize>(
             // SAFETY: a small block addresses elements of each operand, the written ones once
             // each, and runs on this thread.
             return unsafe {
-                run_block(operands.map(|o| o.ptr.0), block, operands, &staged, kernel)
+                run_block(
+                    operands.map(|o| o.ptr.0),
+                    block,
+                    operands,
+                    &staged,
+                    kernel,
+                    log,
+                )
             };
         }
     }
@@ -220,7 +251,16 @@ fn run<const N: usize>(
                 };
                 // SAFETY: a block of the plan addresses elements of each operand, the written
                 // ones once each, and each range goes to one thread.
-                unsafe { run_block(ptrs, block, operands, &staged(&block, operands), kernel) }
+                unsafe {
+                    run_block(
+                        ptrs,
+                        block,
+                        operands,
+                        &staged(&block, operands),
+                        kernel,
+                        log,
+                    )
+                }
             })
         }
     });
@@ -253,13 +293,16 @@ unsafe fn run_block<const N: usize>(
     block: Block<N>,
     operands: [Operand; N],
     staged: &[bool; N],
-    kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
+    kernel: &impl BlockKernel<N>,
+    log: Option<&FreshLog>,
 ) {
     if !staged.contains(&true) {
-        return kernel::call(kernel, ptrs, block);
+        // SAFETY: as the caller promised.
+        return unsafe { call_logged(kernel, ptrs, block, log) };
     }
     with_parts(operands, staged, |parts| {
-        run_staged(ptrs, block, operands, staged, parts, kernel)
+        // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts`.
+        unsafe { run_staged(ptrs, block, operands, staged, parts, kernel, log) }
     })
 }
 
@@ -333,7 +376,8 @@ unsafe fn run_staged<const N: usize>(
     operands: [Operand; N],
     staged: &[bool; N],
     parts: [*mut Line; N],
-    kernel: &(impl Fn([*mut u8; N], Block<N>) + Sync),
+    kernel: &impl BlockKernel<N>,
+    log: Option<&FreshLog>,
 ) {
     for first in (0..block.rows).step_by(SLAB) {
         for c0 in (0..block.n).step_by(plan::TILE) {
@@ -381,7 +425,9 @@ unsafe fn run_staged<const N: usize>(
                 piece.inner[k] = 1;
                 piece.step[k] = pitch as isize;
             }
-            kernel::call(kernel, at, piece)
+            // SAFETY: the piece addresses elements of the block (the staged ones in this
+            // thread's buffer, now in order), as the caller promised of the block.
+            unsafe { call_logged(kernel, at, piece, log) }
         }
     }
 }
@@ -465,12 +511,13 @@ fn small_block<const N: usize>(
     })
 }
 
-/// The engine's one precondition: every input is seen at the output's rank (a mismatch would
-/// be a bug in the crate, never a user error, which the shape rules catch).
-fn same_rank<T>(out: &[usize], input: &Src<'_, T>) {
+/// The engine's one precondition on its inputs, which [`Src`]'s constructors make true for
+/// the shape they were built at: each is seen at the output's shape (a mismatch would be a bug
+/// in the crate, never a user error, which the shape rules catch).
+fn same_shape<T>(out: &[usize], input: &Src<'_, T>) {
     assert_eq!(
-        out.len(),
-        input.strides.len(),
+        out,
+        input.shape(),
         "engine: inputs must be seen at the output shape"
     );
 }
@@ -485,22 +532,36 @@ pub(crate) fn map<S, A, C, D>(
     A: Clone + Sync,
     D: Dimension,
 {
-    same_rank(out.shape(), a);
+    let ptr = out.as_mut_ptr();
+    // SAFETY: `out` is a live array, unique (borrowed mutably); `a` is seen at its shape.
+    unsafe { map_raw(out.shape(), ptr, out.strides(), a, f, None) }
+}
+
+/// [`map`] through raw parts of the output, with a fresh output's log.
+///
+/// # Safety
+/// `out` with `out_strides` addresses distinct slots of `S` at every index of `shape`, which
+/// nothing else touches during the walk.
+unsafe fn map_raw<S, A, C>(
+    shape: &[usize],
+    out: *mut S,
+    out_strides: &[isize],
+    a: &Src<'_, A>,
+    f: &(impl Fn(A) -> C + Sync),
+    log: Option<&FreshLog>,
+) where
+    S: Sink<C> + Send,
+    A: Clone + Sync,
+{
+    same_shape(shape, a);
     let operands = [
-        Operand::output(SyncPtr(out.as_mut_ptr())),
+        Operand::output(SyncPtr(out)),
         Operand::input(SyncPtr::src(a)),
     ];
-    run(
-        out.shape(),
-        [out.strides(), &a.strides],
-        operands,
-        &|p, blk| {
-            // SAFETY: the walk hands out pointers to elements of each operand (a `Src` reads inside
-            // its array at every index of the output shape) or to staged copies of them; `out` is a
-            // unique (non-overlapping) mutable array and each run goes to one thread.
-            unsafe { kernel::map_block(p[0].cast::<S>(), p[1].cast_const().cast(), blk, f) }
-        },
-    );
+    let kernel = kernel::Map::<S, A, _>(f, PhantomData);
+    // SAFETY: `a` reads one of its elements at every index of its shape, which is `shape`;
+    // the output as the caller promised; the kernel's types are the operands'.
+    unsafe { run(shape, [out_strides, &a.strides], operands, &kernel, log) }
 }
 
 /// `out[i] = f(a[i], b[i])`.
@@ -515,21 +576,39 @@ pub(crate) fn zip<S, A, B, C, D>(
     B: Clone + Sync,
     D: Dimension,
 {
-    same_rank(out.shape(), a);
-    same_rank(out.shape(), b);
+    let ptr = out.as_mut_ptr();
+    // SAFETY: as in `map`.
+    unsafe { zip_raw(out.shape(), ptr, out.strides(), a, b, f, None) }
+}
+
+/// [`zip`] through raw parts of the output, with a fresh output's log.
+///
+/// # Safety
+/// As [`map_raw`].
+unsafe fn zip_raw<S, A, B, C>(
+    shape: &[usize],
+    out: *mut S,
+    out_strides: &[isize],
+    a: &Src<'_, A>,
+    b: &Src<'_, B>,
+    f: &(impl Fn(A, B) -> C + Sync),
+    log: Option<&FreshLog>,
+) where
+    S: Sink<C> + Send,
+    A: Clone + Sync,
+    B: Clone + Sync,
+{
+    same_shape(shape, a);
+    same_shape(shape, b);
     let operands = [
-        Operand::output(SyncPtr(out.as_mut_ptr())),
+        Operand::output(SyncPtr(out)),
         Operand::input(SyncPtr::src(a)),
         Operand::input(SyncPtr::src(b)),
     ];
-    let strides = [out.strides(), &a.strides[..], &b.strides];
-    run(out.shape(), strides, operands, &|p, blk| {
-        // SAFETY: as in `map`.
-        unsafe {
-            let (a, b) = (p[1].cast_const().cast(), p[2].cast_const().cast());
-            kernel::zip_block(p[0].cast::<S>(), a, b, blk, f)
-        }
-    });
+    let strides = [out_strides, &a.strides[..], &b.strides];
+    let kernel = kernel::Zip::<S, A, B, _>(f, PhantomData);
+    // SAFETY: as in `map_raw`, for both inputs.
+    unsafe { run(shape, strides, operands, &kernel, log) }
 }
 
 /// `out[i] = f(a[i], b[i], c[i])`.
@@ -546,23 +625,42 @@ pub(crate) fn zip3<S, A, B, C, R, D>(
     C: Clone + Sync,
     D: Dimension,
 {
-    same_rank(out.shape(), a);
-    same_rank(out.shape(), b);
-    same_rank(out.shape(), c);
+    let ptr = out.as_mut_ptr();
+    // SAFETY: as in `map`.
+    unsafe { zip3_raw(out.shape(), ptr, out.strides(), (a, b, c), f, None) }
+}
+
+/// [`zip3`] through raw parts of the output, with a fresh output's log.
+///
+/// # Safety
+/// As [`map_raw`].
+#[allow(clippy::type_complexity)]
+unsafe fn zip3_raw<S, A, B, C, R>(
+    shape: &[usize],
+    out: *mut S,
+    out_strides: &[isize],
+    (a, b, c): (&Src<'_, A>, &Src<'_, B>, &Src<'_, C>),
+    f: &(impl Fn(A, B, C) -> R + Sync),
+    log: Option<&FreshLog>,
+) where
+    S: Sink<R> + Send,
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Clone + Sync,
+{
+    same_shape(shape, a);
+    same_shape(shape, b);
+    same_shape(shape, c);
     let operands = [
-        Operand::output(SyncPtr(out.as_mut_ptr())),
+        Operand::output(SyncPtr(out)),
         Operand::input(SyncPtr::src(a)),
         Operand::input(SyncPtr::src(b)),
         Operand::input(SyncPtr::src(c)),
     ];
-    let strides = [out.strides(), &a.strides[..], &b.strides, &c.strides];
-    run(out.shape(), strides, operands, &|p, blk| {
-        // SAFETY: as in `map`.
-        unsafe {
-            let (a, b) = (p[1].cast_const().cast(), p[2].cast_const().cast());
-            kernel::zip3_block(p[0].cast::<S>(), a, b, p[3].cast_const().cast(), blk, f)
-        }
-    });
+    let strides = [out_strides, &a.strides[..], &b.strides, &c.strides];
+    let kernel = kernel::Zip3::<S, A, B, C, _>(f, PhantomData);
+    // SAFETY: as in `map_raw`, for the three inputs.
+    unsafe { run(shape, strides, operands, &kernel, log) }
 }
 
 /// `out[i] = f(out[i], b[i])`, in place.
@@ -575,44 +673,123 @@ pub(crate) fn update<A, B, D>(
     B: Clone + Sync,
     D: Dimension,
 {
-    same_rank(out.shape(), b);
+    same_shape(out.shape(), b);
     let operands = [
         Operand::output(SyncPtr(out.as_mut_ptr())),
         Operand::input(SyncPtr::src(b)),
     ];
-    run(
-        out.shape(),
-        [out.strides(), &b.strides],
-        operands,
-        &|p, blk| {
-            // SAFETY: as in `map`; `out` and `b` cannot overlap since `out` is borrowed mutably.
-            unsafe { kernel::update_block(p[0].cast(), p[1].cast_const().cast(), blk, f) }
-        },
-    );
+    let kernel = kernel::Update::<A, B, _>(f, PhantomData);
+    // SAFETY: `out` is a live array, unique (borrowed mutably, so `b` cannot overlap it); `b`
+    // reads one of its elements at every index of `out`'s shape.
+    unsafe {
+        run(
+            out.shape(),
+            [out.strides(), &b.strides],
+            operands,
+            &kernel,
+            None,
+        )
+    }
 }
 
-/// A fresh output of shape `dim`, filled by `fill` (which must write every element through the
-/// engine); an error when it cannot be allocated. Its memory order follows `inputs`, the
-/// strides at `dim` of what `fill` reads ([`plan::output_order`]): standard layout unless the
-/// inputs agree on another order.
-pub(crate) fn fresh<C, D: Dimension>(
+/// `f(a[i])` into a fresh array of shape `dim` (which `a` is seen at); an error when it cannot
+/// be allocated. Its memory order follows `a`'s ([`plan::output_order`]), or is the standard
+/// layout with `standard`.
+pub(crate) fn collect_map<A, C, D>(
+    op: &'static str,
+    dim: D,
+    a: &Src<'_, A>,
+    f: &(impl Fn(A) -> C + Sync),
+    standard: bool,
+) -> Result<Array<C, D>>
+where
+    A: Clone + Sync,
+    C: Send,
+    D: Dimension,
+{
+    let follow = [a.strides()];
+    let out = alloc_for(op, dim, if standard { &[] } else { &follow })?;
+    // SAFETY: `map_raw` walks every index of the fresh output once, each kernel call through
+    // `call_logged` with the log; the output is unique.
+    Ok(unsafe {
+        fresh::fill(out, |o, log| {
+            let ptr = o.as_mut_ptr();
+            map_raw(o.shape(), ptr, o.strides(), a, f, log)
+        })
+    })
+}
+
+/// `f(a[i], b[i])` into a fresh array of shape `dim`, as [`collect_map`].
+pub(crate) fn collect_zip<A, B, C, D>(
+    op: &'static str,
+    dim: D,
+    a: &Src<'_, A>,
+    b: &Src<'_, B>,
+    f: &(impl Fn(A, B) -> C + Sync),
+) -> Result<Array<C, D>>
+where
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Send,
+    D: Dimension,
+{
+    let out = alloc_for(op, dim, &[a.strides(), b.strides()])?;
+    // SAFETY: as in `collect_map`.
+    Ok(unsafe {
+        fresh::fill(out, |o, log| {
+            let ptr = o.as_mut_ptr();
+            zip_raw(o.shape(), ptr, o.strides(), a, b, f, log)
+        })
+    })
+}
+
+/// `f(a[i], b[i], c[i])` into a fresh array of shape `dim`, as [`collect_map`].
+pub(crate) fn collect_zip3<A, B, C, R, D>(
+    op: &'static str,
+    dim: D,
+    (a, b, c): (&Src<'_, A>, &Src<'_, B>, &Src<'_, C>),
+    f: &(impl Fn(A, B, C) -> R + Sync),
+) -> Result<Array<R, D>>
+where
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Clone + Sync,
+    R: Send,
+    D: Dimension,
+{
+    let out = alloc_for(op, dim, &[a.strides(), b.strides(), c.strides()])?;
+    // SAFETY: as in `collect_map`.
+    Ok(unsafe {
+        fresh::fill(out, |o, log| {
+            let ptr = o.as_mut_ptr();
+            zip3_raw(o.shape(), ptr, o.strides(), (a, b, c), f, log)
+        })
+    })
+}
+
+/// An uninitialised output of shape `dim`, laid out in the memory order `inputs` (their
+/// strides at `dim`) share ([`plan::output_order`]): standard layout unless they agree on
+/// another.
+fn alloc_for<C, D: Dimension>(
     op: &'static str,
     dim: D,
     inputs: &[&[isize]],
-    fill: impl FnOnce(&mut ArrayRef<MaybeUninit<C>, D>),
-) -> crate::error::Result<Array<C, D>> {
+) -> Result<Array<MaybeUninit<C>, D>> {
     let order = plan::output_order(dim.slice(), inputs);
-    let mut out = alloc::uninit::<C, D>(op, dim, order.as_deref())?;
-    fill(&mut out);
-    // SAFETY: every caller passes a `fill` that runs one engine pass over `out`, and an engine
-    // pass writes every element of its output exactly once.
-    Ok(unsafe { out.assume_init() })
+    alloc::uninit::<C, D>(op, dim, order.as_deref())
 }
 
 /// Outer dims cut into this many blocks when a large reduction folds its outermost dim: each
 /// block reduces into a private accumulator and the blocks are combined in order, so the result
 /// does not depend on the number of threads.
 const REDUCE_BLOCKS: usize = 8;
+
+/// A fold: its function, its identity (`f(identity, x) == x`) and the order it may combine in.
+pub(crate) struct Fold<'a, A, F> {
+    pub identity: &'a A,
+    pub f: &'a F,
+    pub order: FoldOrder,
+}
 
 /// Folds `src` into `acc` with `f`: `acc_dim[d]` names the dim of `acc` that src dim `d` maps to
 /// (`None` for a dim folded away); an `acc` dim of size 1 whose src dim is larger folds too.
@@ -622,21 +799,21 @@ const REDUCE_BLOCKS: usize = 8;
 /// with [`FoldOrder::Index`] it is the source's index order (row-major), so `f` need only be
 /// associative. An error, having folded nothing, when a partial accumulator of a parallel fold
 /// cannot be allocated.
-pub(crate) fn reduce<A, D, E>(
+pub(crate) fn reduce<A, D, E, F>(
     op: &'static str,
     acc: &mut ArrayRef<A, E>,
     acc_dim: &[Option<usize>],
     src: &ArrayRef<A, D>,
-    identity: &A,
-    f: &(impl Fn(A, A) -> A + Sync),
-    order: FoldOrder,
+    fold: Fold<'_, A, F>,
     fill: bool,
 ) -> crate::error::Result<()>
 where
     A: Clone + Send + Sync,
     D: Dimension,
     E: Dimension,
+    F: Fn(A, A) -> A + Sync,
 {
+    let Fold { identity, f, order } = fold;
     let strides = acc_strides(acc, acc_dim, src.shape());
     let plan_of = |acc_strides: &[isize]| match order {
         // Walk in the source's memory order: the big operand streams, the accumulator repeats.
