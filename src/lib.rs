@@ -41,6 +41,8 @@
 //! vectorisable inner loops, tiled transposes, Rayon above [`PARALLEL_THRESHOLD_BYTES`],
 //! controlled by [`Parallelism`]).
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod element;
 mod engine;

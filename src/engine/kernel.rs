@@ -248,24 +248,31 @@ pub(crate) unsafe fn map_block<S: Sink<C>, A: Clone, C>(
     blk: Block<2>,
     f: &impl Fn(A) -> C,
 ) {
-    match blk.inner {
-        [1, 1] => per_run!(blk, [o, a], n, {
-            let (o, a) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n));
-            for (o, a) in o.iter_mut().zip(a) {
-                o.put(f(a.clone()));
-            }
-        }),
-        [1, 0] => per_run!(blk, [o, a], n, {
-            let a = &*a;
-            for o in slice::from_raw_parts_mut(o, n) {
-                o.put(f(a.clone()));
-            }
-        }),
-        [so, sa] => per_run!(blk, [o, a], n, {
-            for i in 0..n as isize {
-                (*o.offset(i * so)).put(f((*a.offset(i * sa)).clone()));
-            }
-        }),
+    // SAFETY: the caller promised that every element the block addresses is a valid
+    // element of its operand and that the written ones are this thread's alone. `per_run!` only
+    // moves the pointers to elements of the block's runs (a run's start, or its split point inside
+    // it), the slices span the `n` elements of a unit-stride run, the references are to the one
+    // element of a stride-0 operand, and every other access is at `i * stride` for `i < n`.
+    unsafe {
+        match blk.inner {
+            [1, 1] => per_run!(blk, [o, a], n, {
+                let (o, a) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n));
+                for (o, a) in o.iter_mut().zip(a) {
+                    o.put(f(a.clone()));
+                }
+            }),
+            [1, 0] => per_run!(blk, [o, a], n, {
+                let a = &*a;
+                for o in slice::from_raw_parts_mut(o, n) {
+                    o.put(f(a.clone()));
+                }
+            }),
+            [so, sa] => per_run!(blk, [o, a], n, {
+                for i in 0..n as isize {
+                    (*o.offset(i * so)).put(f((*a.offset(i * sa)).clone()));
+                }
+            }),
+        }
     }
 }
 
@@ -281,53 +288,60 @@ pub(crate) unsafe fn zip_block<S: Sink<C>, A: Clone, B: Clone, C>(
     blk: Block<3>,
     f: &impl Fn(A, B) -> C,
 ) {
-    match blk.inner {
-        [1, 1, 1] => per_run!(blk, [o, a, b], n, {
-            let o = slice::from_raw_parts_mut(o, n);
-            let (a, b) = (slice::from_raw_parts(a, n), slice::from_raw_parts(b, n));
-            for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
-                o.put(f(a.clone(), b.clone()));
-            }
-        }),
-        [1, 1, 0] => per_run!(blk, [o, a, b], n, {
-            let (o, a, b) = (
-                slice::from_raw_parts_mut(o, n),
-                slice::from_raw_parts(a, n),
-                &*b,
-            );
-            for (o, a) in o.iter_mut().zip(a) {
-                o.put(f(a.clone(), b.clone()));
-            }
-        }),
-        [1, 0, 1] => per_run!(blk, [o, a, b], n, {
-            let (o, a, b) = (
-                slice::from_raw_parts_mut(o, n),
-                &*a,
-                slice::from_raw_parts(b, n),
-            );
-            for (o, b) in o.iter_mut().zip(b) {
-                o.put(f(a.clone(), b.clone()));
-            }
-        }),
-        // A transposed operand: the output and the other operand still run as slices.
-        [1, sa, 1] => per_run!(blk, [o, a, b], n, {
-            let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
-            for (i, (o, b)) in o.iter_mut().zip(b).enumerate() {
-                o.put(f((*a.offset(i as isize * sa)).clone(), b.clone()));
-            }
-        }),
-        [1, 1, sb] => per_run!(blk, [o, a, b], n, {
-            let (o, a) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n));
-            for (i, (o, a)) in o.iter_mut().zip(a).enumerate() {
-                o.put(f(a.clone(), (*b.offset(i as isize * sb)).clone()));
-            }
-        }),
-        [so, sa, sb] => per_run!(blk, [o, a, b], n, {
-            for i in 0..n as isize {
-                (*o.offset(i * so))
-                    .put(f((*a.offset(i * sa)).clone(), (*b.offset(i * sb)).clone()));
-            }
-        }),
+    // SAFETY: the caller promised that every element the block addresses is a valid
+    // element of its operand and that the written ones are this thread's alone. `per_run!` only
+    // moves the pointers to elements of the block's runs (a run's start, or its split point inside
+    // it), the slices span the `n` elements of a unit-stride run, the references are to the one
+    // element of a stride-0 operand, and every other access is at `i * stride` for `i < n`.
+    unsafe {
+        match blk.inner {
+            [1, 1, 1] => per_run!(blk, [o, a, b], n, {
+                let o = slice::from_raw_parts_mut(o, n);
+                let (a, b) = (slice::from_raw_parts(a, n), slice::from_raw_parts(b, n));
+                for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
+                    o.put(f(a.clone(), b.clone()));
+                }
+            }),
+            [1, 1, 0] => per_run!(blk, [o, a, b], n, {
+                let (o, a, b) = (
+                    slice::from_raw_parts_mut(o, n),
+                    slice::from_raw_parts(a, n),
+                    &*b,
+                );
+                for (o, a) in o.iter_mut().zip(a) {
+                    o.put(f(a.clone(), b.clone()));
+                }
+            }),
+            [1, 0, 1] => per_run!(blk, [o, a, b], n, {
+                let (o, a, b) = (
+                    slice::from_raw_parts_mut(o, n),
+                    &*a,
+                    slice::from_raw_parts(b, n),
+                );
+                for (o, b) in o.iter_mut().zip(b) {
+                    o.put(f(a.clone(), b.clone()));
+                }
+            }),
+            // A transposed operand: the output and the other operand still run as slices.
+            [1, sa, 1] => per_run!(blk, [o, a, b], n, {
+                let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
+                for (i, (o, b)) in o.iter_mut().zip(b).enumerate() {
+                    o.put(f((*a.offset(i as isize * sa)).clone(), b.clone()));
+                }
+            }),
+            [1, 1, sb] => per_run!(blk, [o, a, b], n, {
+                let (o, a) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n));
+                for (i, (o, a)) in o.iter_mut().zip(a).enumerate() {
+                    o.put(f(a.clone(), (*b.offset(i as isize * sb)).clone()));
+                }
+            }),
+            [so, sa, sb] => per_run!(blk, [o, a, b], n, {
+                for i in 0..n as isize {
+                    (*o.offset(i * so))
+                        .put(f((*a.offset(i * sa)).clone(), (*b.offset(i * sb)).clone()));
+                }
+            }),
+        }
     }
 }
 
@@ -344,27 +358,34 @@ pub(crate) unsafe fn zip3_block<S: Sink<D>, A: Clone, B: Clone, C: Clone, D>(
     blk: Block<4>,
     f: &impl Fn(A, B, C) -> D,
 ) {
-    match blk.inner {
-        [1, 1, 1, 1] => per_run!(blk, [o, a, b, c], n, {
-            let o = slice::from_raw_parts_mut(o, n);
-            let (a, b, c) = (
-                slice::from_raw_parts(a, n),
-                slice::from_raw_parts(b, n),
-                slice::from_raw_parts(c, n),
-            );
-            for (((o, a), b), c) in o.iter_mut().zip(a).zip(b).zip(c) {
-                o.put(f(a.clone(), b.clone(), c.clone()));
-            }
-        }),
-        [so, sa, sb, sc] => per_run!(blk, [o, a, b, c], n, {
-            for i in 0..n as isize {
-                (*o.offset(i * so)).put(f(
-                    (*a.offset(i * sa)).clone(),
-                    (*b.offset(i * sb)).clone(),
-                    (*c.offset(i * sc)).clone(),
-                ));
-            }
-        }),
+    // SAFETY: the caller promised that every element the block addresses is a valid
+    // element of its operand and that the written ones are this thread's alone. `per_run!` only
+    // moves the pointers to elements of the block's runs (a run's start, or its split point inside
+    // it), the slices span the `n` elements of a unit-stride run, the references are to the one
+    // element of a stride-0 operand, and every other access is at `i * stride` for `i < n`.
+    unsafe {
+        match blk.inner {
+            [1, 1, 1, 1] => per_run!(blk, [o, a, b, c], n, {
+                let o = slice::from_raw_parts_mut(o, n);
+                let (a, b, c) = (
+                    slice::from_raw_parts(a, n),
+                    slice::from_raw_parts(b, n),
+                    slice::from_raw_parts(c, n),
+                );
+                for (((o, a), b), c) in o.iter_mut().zip(a).zip(b).zip(c) {
+                    o.put(f(a.clone(), b.clone(), c.clone()));
+                }
+            }),
+            [so, sa, sb, sc] => per_run!(blk, [o, a, b, c], n, {
+                for i in 0..n as isize {
+                    (*o.offset(i * so)).put(f(
+                        (*a.offset(i * sa)).clone(),
+                        (*b.offset(i * sb)).clone(),
+                        (*c.offset(i * sc)).clone(),
+                    ));
+                }
+            }),
+        }
     }
 }
 
@@ -379,20 +400,28 @@ pub(crate) unsafe fn update_block<A: Clone, B: Clone>(
     blk: Block<2>,
     f: &impl Fn(A, B) -> A,
 ) {
-    match blk.inner {
-        [1, 1] => per_run!(blk, [o, b], n, {
-            let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
-            for (o, b) in o.iter_mut().zip(b) {
-                *o = f(o.clone(), b.clone());
-            }
-        }),
-        [1, 0] => per_run!(blk, [o, b], n, {
-            let b = &*b;
-            for o in slice::from_raw_parts_mut(o, n) {
-                *o = f(o.clone(), b.clone());
-            }
-        }),
-        _ => per_run!(blk, [o, b], n, { update_row(o, b, n, blk.inner, f) }),
+    // SAFETY: the caller promised that every element the block addresses is a valid
+    // element of its operand and that the written ones are this thread's alone. `per_run!` only
+    // moves the pointers to elements of the block's runs (a run's start, or its split point inside
+    // it), the slices span the `n` elements of a unit-stride run, the references are to the one
+    // element of a stride-0 operand, and every other access is at `i * stride` for `i < n`.
+    // The output is read and written through the same element, never through two aliases.
+    unsafe {
+        match blk.inner {
+            [1, 1] => per_run!(blk, [o, b], n, {
+                let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
+                for (o, b) in o.iter_mut().zip(b) {
+                    *o = f(o.clone(), b.clone());
+                }
+            }),
+            [1, 0] => per_run!(blk, [o, b], n, {
+                let b = &*b;
+                for o in slice::from_raw_parts_mut(o, n) {
+                    *o = f(o.clone(), b.clone());
+                }
+            }),
+            _ => per_run!(blk, [o, b], n, { update_row(o, b, n, blk.inner, f) }),
+        }
     }
 }
 
@@ -409,19 +438,23 @@ unsafe fn update_row<A: Clone, B: Clone>(
     s: [isize; 2],
     f: &impl Fn(A, B) -> A,
 ) {
-    match s {
-        [0, 1] => {
-            let o = &mut *o;
-            let mut acc = o.clone();
-            for b in slice::from_raw_parts(b, n) {
-                acc = f(acc, b.clone());
+    // SAFETY: as in `update_block`, for one run of `n` elements: the slice spans a
+    // unit-stride run of `b`, and the one output element of a stride-0 run is held as one `&mut`.
+    unsafe {
+        match s {
+            [0, 1] => {
+                let o = &mut *o;
+                let mut acc = o.clone();
+                for b in slice::from_raw_parts(b, n) {
+                    acc = f(acc, b.clone());
+                }
+                *o = acc;
             }
-            *o = acc;
-        }
-        [so, sb] => {
-            for i in 0..n as isize {
-                let o = &mut *o.offset(i * so);
-                *o = f(o.clone(), (*b.offset(i * sb)).clone());
+            [so, sb] => {
+                for i in 0..n as isize {
+                    let o = &mut *o.offset(i * so);
+                    *o = f(o.clone(), (*b.offset(i * sb)).clone());
+                }
             }
         }
     }
@@ -459,43 +492,47 @@ pub(crate) unsafe fn fold_row<A: Clone>(
     f: &impl Fn(A, A) -> A,
     order: FoldOrder,
 ) {
-    if s != [0, 1] || n < 2 * LANES {
-        return update_row(o, b, n, s, f);
-    }
-    let b = slice::from_raw_parts(b, n);
-    let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
-    let tail = match order {
-        FoldOrder::Any => {
-            let chunks = b.chunks_exact(LANES);
-            let tail = chunks.remainder();
-            for chunk in chunks {
-                for (l, x) in lanes.iter_mut().zip(chunk) {
+    // SAFETY: as in `update_row`: a `[0, 1]` run is `n` contiguous elements of `b` folded
+    // into the one element `o`, which no other thread touches.
+    unsafe {
+        if s != [0, 1] || n < 2 * LANES {
+            return update_row(o, b, n, s, f);
+        }
+        let b = slice::from_raw_parts(b, n);
+        let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
+        let tail = match order {
+            FoldOrder::Any => {
+                let chunks = b.chunks_exact(LANES);
+                let tail = chunks.remainder();
+                for chunk in chunks {
+                    for (l, x) in lanes.iter_mut().zip(chunk) {
+                        *l = f(l.clone(), x.clone());
+                    }
+                }
+                for (l, x) in lanes.iter_mut().zip(tail) {
                     *l = f(l.clone(), x.clone());
                 }
+                &[][..]
             }
-            for (l, x) in lanes.iter_mut().zip(tail) {
-                *l = f(l.clone(), x.clone());
-            }
-            &[][..]
-        }
-        FoldOrder::Index => {
-            let m = n / LANES;
-            let chunks: [&[A]; LANES] = std::array::from_fn(|k| &b[k * m..(k + 1) * m]);
-            for i in 0..m {
-                for (l, chunk) in lanes.iter_mut().zip(&chunks) {
-                    *l = f(l.clone(), chunk[i].clone());
+            FoldOrder::Index => {
+                let m = n / LANES;
+                let chunks: [&[A]; LANES] = std::array::from_fn(|k| &b[k * m..(k + 1) * m]);
+                for i in 0..m {
+                    for (l, chunk) in lanes.iter_mut().zip(&chunks) {
+                        *l = f(l.clone(), chunk[i].clone());
+                    }
                 }
+                &b[LANES * m..]
             }
-            &b[LANES * m..]
+        };
+        let o = &mut *o;
+        let mut acc = o.clone();
+        for l in lanes {
+            acc = f(acc, l);
         }
-    };
-    let o = &mut *o;
-    let mut acc = o.clone();
-    for l in lanes {
-        acc = f(acc, l);
+        for x in tail {
+            acc = f(acc, x.clone());
+        }
+        *o = acc;
     }
-    for x in tail {
-        acc = f(acc, x.clone());
-    }
-    *o = acc;
 }

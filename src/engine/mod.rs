@@ -51,6 +51,7 @@ impl<T> Copy for SyncPtr<T> {}
 // types are Send + Sync (enforced by the bounds of the functions below), and writes each output
 // element from exactly one thread.
 unsafe impl<T> Send for SyncPtr<T> {}
+// SAFETY: as for `Send`: shared between the threads of one walk, each touching its own elements.
 unsafe impl<T> Sync for SyncPtr<T> {}
 
 impl<T> SyncPtr<T> {
@@ -66,7 +67,8 @@ impl<T> SyncPtr<T> {
     /// `off` is the offset of an element of the array this pointer came from.
     #[inline(always)]
     unsafe fn at(self, off: isize) -> *mut T {
-        self.0.offset(off)
+        // SAFETY: an element of the same array, as the caller promised.
+        unsafe { self.0.offset(off) }
     }
 }
 
@@ -180,7 +182,8 @@ impl Operand {
     /// `off` is the element offset of an element of this operand's array.
     #[inline(always)]
     unsafe fn at(self, off: isize) -> *mut u8 {
-        self.ptr.0.offset(off * self.size as isize)
+        // SAFETY: the byte offset of an element of the same array, as the caller promised.
+        unsafe { self.ptr.0.offset(off * self.size as isize) }
     }
 }
 
@@ -391,10 +394,11 @@ unsafe fn run_staged<const N: usize>(
                 },
                 false => Block { n, rows, ..block },
             };
-            // SAFETY: rows `first..first + rows` and columns `c0..c0 + n` are in the block.
             let mut at: [*mut u8; N] = std::array::from_fn(|k| {
                 let off = first as isize * block.step[k] + c0 as isize * block.inner[k];
-                ptrs[k].offset(off * operands[k].size as isize)
+                // SAFETY: row `first` and column `c0` are in the block, so this is an element
+                // of operand `k`, as the caller promised of the block.
+                unsafe { ptrs[k].offset(off * operands[k].size as isize) }
             });
             for k in (0..N).filter(|&k| staged[k]) {
                 let size = operands[k].size;
@@ -405,12 +409,17 @@ unsafe fn run_staged<const N: usize>(
                 // buffer's last row, so the staged rows come out in order either way (and go
                 // through the register transposes); other steps are gathered as they come.
                 let (src, step, dst, p) = match block.step[k] {
-                    -1 => (
-                        at[k].sub((rows - 1) * size),
-                        1,
-                        buffer.add((rows - 1) * pitch * size),
-                        -(pitch as isize),
-                    ),
+                    // SAFETY: with a step of -1, row `rows - 1` of the piece is `rows - 1`
+                    // elements before `at[k]`, an element of the block; the buffer holds SLAB
+                    // rows of `pitch` elements, and `rows <= SLAB`.
+                    -1 => unsafe {
+                        (
+                            at[k].sub((rows - 1) * size),
+                            1,
+                            buffer.add((rows - 1) * pitch * size),
+                            -(pitch as isize),
+                        )
+                    },
                     step => (at[k], step, buffer, pitch as isize),
                 };
                 // SAFETY: the piece's elements of operand `k` are at
@@ -420,7 +429,9 @@ unsafe fn run_staged<const N: usize>(
                 // (n is at most that), and `dst` is the first row written of the `rows` the copy
                 // fills; its elements are aligned (plain sizes are at most 8) and the buffer is
                 // this thread's own.
-                transpose::transpose_tile(src, block.inner[k], step, dst, p, size, [rows, n]);
+                unsafe {
+                    transpose::transpose_tile(src, block.inner[k], step, dst, p, size, [rows, n])
+                };
                 at[k] = buffer;
                 piece.inner[k] = 1;
                 piece.step[k] = pitch as isize;
@@ -821,18 +832,33 @@ where
         FoldOrder::Index => Plan::logical(src.shape(), [acc_strides, src.strides()]),
     };
     let plan = plan_of(&strides);
-    let (pa, ps) = (SyncPtr(acc.as_mut_ptr()), SyncPtr::of(src));
+    let ps = SyncPtr::of(src);
     let rows = plan.dims[0];
     let row_len = plan.len.checked_div(rows).unwrap_or(0);
-    let fold = |pa: SyncPtr<A>, plan: &Plan<2>, range: std::ops::Range<usize>| {
+    /// Folds the runs of `range` of `plan` (over `src`'s shape, an accumulator at `pa` and
+    /// `src` at `ps`).
+    ///
+    /// # Safety
+    /// The plan's accumulator strides address elements of the accumulator at `pa`, which no
+    /// other thread touches at the offsets `range` reaches; `ps` is `src`'s first element and the
+    /// plan's source strides are `src`'s.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn fold_range<A: Clone>(
+        pa: SyncPtr<A>,
+        ps: SyncPtr<A>,
+        plan: &Plan<2>,
+        range: std::ops::Range<usize>,
+        identity: &A,
+        f: &impl Fn(A, A) -> A,
+        order: FoldOrder,
+    ) {
         let inner = plan.inner_strides();
         plan.for_each_run(range, |o, n| {
-            // SAFETY: offsets come from the plan over `src`'s shape; accumulator offsets stay
-            // inside its array; each accumulator element is written by one thread only (callers
-            // split only where the accumulator does not repeat).
+            // SAFETY: the plan's offsets address elements of both arrays, and the accumulator's
+            // are this thread's, as the caller promised.
             unsafe { kernel::fold_row(pa.at(o[0]), ps.at(o[1]), n, inner, identity, f, order) }
         })
-    };
+    }
     let folds_outer = plan.strides[0][0] == 0 && rows > 1;
     let width = std::mem::size_of::<A>();
     let serial = parallel::is_small(plan.len, width) || !folds_outer;
@@ -849,6 +875,8 @@ where
     if fill {
         acc.fill(identity.clone());
     }
+    // Taken after the fill: a pointer from before a later `&mut` use of `acc` would be stale.
+    let pa = SyncPtr(acc.as_mut_ptr());
     if serial {
         // Each thread takes whole outer indices, which own distinct accumulator elements (or
         // the outer dim folds and the work stays on one thread).
@@ -858,7 +886,11 @@ where
             pieces(plan.len, width)
         };
         split(rows, pieces, 1, &|r| {
-            fold(pa, &plan, r.start * row_len..r.end * row_len)
+            let range = r.start * row_len..r.end * row_len;
+            // SAFETY: the plan is over `src` and `acc` (borrowed mutably: unique); each thread
+            // takes whole outer indices, which own distinct accumulator elements (or the outer
+            // dim folds and the work stays on one thread).
+            unsafe { fold_range(pa, ps, &plan, range, identity, f, order) }
         });
         return Ok(());
     }
@@ -866,11 +898,19 @@ where
         let mut part = partials[b].lock().unwrap_or_else(|e| e.into_inner());
         let part_plan = plan_of(&acc_strides(&part, acc_dim, src.shape()));
         let (r0, r1) = (rows * b / blocks, rows * (b + 1) / blocks);
-        fold(
-            SyncPtr(part.as_mut_ptr()),
-            &part_plan,
-            r0 * row_len..r1 * row_len,
-        );
+        let range = r0 * row_len..r1 * row_len;
+        // SAFETY: the plan is over `src` and this block's own partial accumulator.
+        unsafe {
+            fold_range(
+                SyncPtr(part.as_mut_ptr()),
+                ps,
+                &part_plan,
+                range,
+                identity,
+                f,
+                order,
+            )
+        }
     });
     for p in partials {
         let part = p.into_inner().unwrap_or_else(|e| e.into_inner());

@@ -54,47 +54,52 @@ pub(super) unsafe fn transpose_tile(
     size: usize,
     shape: [usize; 2],
 ) {
-    debug_assert!(shape[1] <= pitch.unsigned_abs());
-    if step != 1 {
-        #[cfg(target_arch = "x86_64")]
-        if gathers(size, stride) {
+    // SAFETY: the callee for the element size gets the caller's pointers and shape
+    // unchanged (its contract is this function's, for that size); the AVX and AVX2 copies are taken
+    // only where the CPU has been checked to have them.
+    unsafe {
+        debug_assert!(shape[1] <= pitch.unsigned_abs());
+        if step != 1 {
+            #[cfg(target_arch = "x86_64")]
+            if gathers(size, stride) {
+                return match size {
+                    4 => avx2::gather_32(src.cast(), stride, step, dst.cast(), pitch, shape),
+                    _ => avx2::gather_64(src.cast(), stride, step, dst.cast(), pitch, shape),
+                };
+            }
             return match size {
-                4 => avx2::gather_32(src.cast(), stride, step, dst.cast(), pitch, shape),
-                _ => avx2::gather_64(src.cast(), stride, step, dst.cast(), pitch, shape),
+                1 => one_by_one::<u8>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
+                2 => one_by_one::<u16>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
+                4 => one_by_one::<u32>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
+                8 => one_by_one::<u64>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
+                _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
             };
         }
-        return match size {
-            1 => one_by_one::<u8>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
-            2 => one_by_one::<u16>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
-            4 => one_by_one::<u32>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
-            8 => one_by_one::<u64>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
+        match size {
+            #[cfg(target_arch = "x86_64")]
+            1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, sse2::tile_8),
+            #[cfg(target_arch = "x86_64")]
+            2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, sse2::tile_16),
+            #[cfg(not(target_arch = "x86_64"))]
+            1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u8>),
+            #[cfg(not(target_arch = "x86_64"))]
+            2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u16>),
+            4 => {
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx") {
+                    return copy::<f32>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_32);
+                }
+                copy::<u32>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u32>)
+            }
+            8 => {
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx") {
+                    return copy::<f64>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_64);
+                }
+                copy::<u64>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u64>)
+            }
             _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
-        };
-    }
-    match size {
-        #[cfg(target_arch = "x86_64")]
-        1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, sse2::tile_8),
-        #[cfg(target_arch = "x86_64")]
-        2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, sse2::tile_16),
-        #[cfg(not(target_arch = "x86_64"))]
-        1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u8>),
-        #[cfg(not(target_arch = "x86_64"))]
-        2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u16>),
-        4 => {
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx") {
-                return copy::<f32>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_32);
-            }
-            copy::<u32>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u32>)
         }
-        8 => {
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx") {
-                return copy::<f64>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_64);
-            }
-            copy::<u64>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u64>)
-        }
-        _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
     }
 }
 
@@ -128,11 +133,16 @@ unsafe fn one_by_one<U: Copy>(
     [rows, cols]: [usize; 2],
     from: usize,
 ) {
-    // Eight source rows at a time, so the lines they share stay in L1 across the staged rows.
-    for c0 in (from..cols).step_by(8) {
-        for r in 0..rows as isize {
-            for c in c0..cols.min(c0 + 8) {
-                *dst.offset(r * p + c as isize) = *src.offset(c as isize * stride + r * step);
+    // SAFETY: every `src[c * stride + r * step]` and `dst[r * p + c]` here has
+    // `r < rows` and `c < cols`, which the caller promised are elements of the source and slots of
+    // the destination.
+    unsafe {
+        // Eight source rows at a time, so the lines they share stay in L1 across the staged rows.
+        for c0 in (from..cols).step_by(8) {
+            for r in 0..rows as isize {
+                for c in c0..cols.min(c0 + 8) {
+                    *dst.offset(r * p + c as isize) = *src.offset(c as isize * stride + r * step);
+                }
             }
         }
     }
@@ -152,16 +162,21 @@ unsafe fn copy<U: Copy>(
     [rows, cols]: [usize; 2],
     blocks: unsafe fn(*const U, isize, *mut U, isize, [usize; 2]),
 ) {
-    let (rows8, cols8) = (rows / 8 * 8, cols / 8 * 8);
-    if rows8 > 0 && cols8 > 0 {
-        blocks(src, stride, dst, p, [rows8, cols8]);
-    }
-    // The right edge (all rows), then the bottom one (the columns of whole blocks).
-    one_by_one(src, stride, 1, dst, p, [rows, cols], cols8);
-    if rows8 < rows {
-        let r8 = rows8 as isize;
-        let bottom = [rows - rows8, cols8];
-        one_by_one(src.offset(r8), stride, 1, dst.offset(r8 * p), p, bottom, 0);
+    // SAFETY: `blocks` gets the whole 8x8 blocks of the caller's shape, and the edges
+    // are copied element by element: every position is inside the shape the caller promised, from
+    // the same `src` (moved to row `rows8` of the source rows) and `dst` (moved to row `rows8`).
+    unsafe {
+        let (rows8, cols8) = (rows / 8 * 8, cols / 8 * 8);
+        if rows8 > 0 && cols8 > 0 {
+            blocks(src, stride, dst, p, [rows8, cols8]);
+        }
+        // The right edge (all rows), then the bottom one (the columns of whole blocks).
+        one_by_one(src, stride, 1, dst, p, [rows, cols], cols8);
+        if rows8 < rows {
+            let r8 = rows8 as isize;
+            let bottom = [rows - rows8, cols8];
+            one_by_one(src.offset(r8), stride, 1, dst.offset(r8 * p), p, bottom, 0);
+        }
     }
 }
 
@@ -184,13 +199,17 @@ unsafe fn blocks<U: Copy>(
     p: isize,
     [rows, cols]: [usize; 2],
 ) {
-    const B: usize = 8;
-    for c0 in (0..cols).step_by(B) {
-        for r0 in (0..rows).step_by(B) {
-            for c in c0..c0 + B {
-                let row = src.offset(c as isize * stride);
-                for r in r0..r0 + B {
-                    *dst.offset(r as isize * p + c as isize) = *row.add(r);
+    // SAFETY: every position `(r, c)` copied has `r < rows` and `c < cols` (multiples
+    // of 8, so the blocks tile the shape exactly), inside the caller's shape.
+    unsafe {
+        const B: usize = 8;
+        for c0 in (0..cols).step_by(B) {
+            for r0 in (0..rows).step_by(B) {
+                for c in c0..c0 + B {
+                    let row = src.offset(c as isize * stride);
+                    for r in r0..r0 + B {
+                        *dst.offset(r as isize * p + c as isize) = *row.add(r);
+                    }
                 }
             }
         }
@@ -215,34 +234,40 @@ mod sse2 {
         p: isize,
         [rows, cols]: [usize; 2],
     ) {
-        for c0 in (0..cols).step_by(8) {
-            for r0 in (0..rows).step_by(8) {
-                let s = src.offset(c0 as isize * stride).add(r0);
-                // Source row k, elements r0..r0 + 8, in the low half of a register.
-                let row = |k: isize| _mm_loadl_epi64(s.offset(k * stride).cast());
-                // Interleave bytes of row pairs, then 2-byte pairs of those, then 4-byte quads:
-                // after the last round each half of a register is one column of the block.
-                let b01 = _mm_unpacklo_epi8(row(0), row(1));
-                let b23 = _mm_unpacklo_epi8(row(2), row(3));
-                let b45 = _mm_unpacklo_epi8(row(4), row(5));
-                let b67 = _mm_unpacklo_epi8(row(6), row(7));
-                let w = [
-                    _mm_unpacklo_epi16(b01, b23),
-                    _mm_unpackhi_epi16(b01, b23),
-                    _mm_unpacklo_epi16(b45, b67),
-                    _mm_unpackhi_epi16(b45, b67),
-                ];
-                let cols = [
-                    _mm_unpacklo_epi32(w[0], w[2]),
-                    _mm_unpackhi_epi32(w[0], w[2]),
-                    _mm_unpacklo_epi32(w[1], w[3]),
-                    _mm_unpackhi_epi32(w[1], w[3]),
-                ];
-                let d = dst.offset(r0 as isize * p + c0 as isize);
-                for (j, v) in cols.into_iter().enumerate() {
-                    let j = 2 * j as isize;
-                    _mm_storel_epi64(d.offset(j * p).cast(), v);
-                    _mm_storel_epi64(d.offset((j + 1) * p).cast(), _mm_unpackhi_epi64(v, v));
+        // SAFETY: each 8-byte load reads source row `c0 + k` at elements `r0..r0 + 8`
+        // and each 8-byte store writes destination row `r0 + j` at columns `c0..c0 + 8`: all inside the
+        // caller's shape, whose sides are multiples of 8. SSE2 is part of every x86_64 CPU, and the
+        // unaligned loads and stores need no alignment.
+        unsafe {
+            for c0 in (0..cols).step_by(8) {
+                for r0 in (0..rows).step_by(8) {
+                    let s = src.offset(c0 as isize * stride).add(r0);
+                    // Source row k, elements r0..r0 + 8, in the low half of a register.
+                    let row = |k: isize| _mm_loadl_epi64(s.offset(k * stride).cast());
+                    // Interleave bytes of row pairs, then 2-byte pairs of those, then 4-byte quads:
+                    // after the last round each half of a register is one column of the block.
+                    let b01 = _mm_unpacklo_epi8(row(0), row(1));
+                    let b23 = _mm_unpacklo_epi8(row(2), row(3));
+                    let b45 = _mm_unpacklo_epi8(row(4), row(5));
+                    let b67 = _mm_unpacklo_epi8(row(6), row(7));
+                    let w = [
+                        _mm_unpacklo_epi16(b01, b23),
+                        _mm_unpackhi_epi16(b01, b23),
+                        _mm_unpacklo_epi16(b45, b67),
+                        _mm_unpackhi_epi16(b45, b67),
+                    ];
+                    let cols = [
+                        _mm_unpacklo_epi32(w[0], w[2]),
+                        _mm_unpackhi_epi32(w[0], w[2]),
+                        _mm_unpacklo_epi32(w[1], w[3]),
+                        _mm_unpackhi_epi32(w[1], w[3]),
+                    ];
+                    let d = dst.offset(r0 as isize * p + c0 as isize);
+                    for (j, v) in cols.into_iter().enumerate() {
+                        let j = 2 * j as isize;
+                        _mm_storel_epi64(d.offset(j * p).cast(), v);
+                        _mm_storel_epi64(d.offset((j + 1) * p).cast(), _mm_unpackhi_epi64(v, v));
+                    }
                 }
             }
         }
@@ -257,36 +282,39 @@ mod sse2 {
         p: isize,
         [rows, cols]: [usize; 2],
     ) {
-        for c0 in (0..cols).step_by(8) {
-            for r0 in (0..rows).step_by(8) {
-                let s = src.offset(c0 as isize * stride).add(r0);
-                let row = |k: isize| _mm_loadu_si128(s.offset(k * stride).cast());
-                // Interleave 2-byte elements of row pairs, 4-byte pairs, then 8-byte quads.
-                let r = [
-                    (row(0), row(1)),
-                    (row(2), row(3)),
-                    (row(4), row(5)),
-                    (row(6), row(7)),
-                ];
-                let lo = r.map(|(a, b)| _mm_unpacklo_epi16(a, b));
-                let hi = r.map(|(a, b)| _mm_unpackhi_epi16(a, b));
-                let q = [
-                    _mm_unpacklo_epi32(lo[0], lo[1]),
-                    _mm_unpackhi_epi32(lo[0], lo[1]),
-                    _mm_unpacklo_epi32(hi[0], hi[1]),
-                    _mm_unpackhi_epi32(hi[0], hi[1]),
-                ];
-                let h = [
-                    _mm_unpacklo_epi32(lo[2], lo[3]),
-                    _mm_unpackhi_epi32(lo[2], lo[3]),
-                    _mm_unpacklo_epi32(hi[2], hi[3]),
-                    _mm_unpackhi_epi32(hi[2], hi[3]),
-                ];
-                let d = dst.offset(r0 as isize * p + c0 as isize);
-                for j in 0..4 {
-                    let at = |k: usize| d.offset(k as isize * p).cast::<__m128i>();
-                    _mm_storeu_si128(at(2 * j), _mm_unpacklo_epi64(q[j], h[j]));
-                    _mm_storeu_si128(at(2 * j + 1), _mm_unpackhi_epi64(q[j], h[j]));
+        // SAFETY: as in `tile_8`, with 16-byte loads and stores of 8 two-byte elements.
+        unsafe {
+            for c0 in (0..cols).step_by(8) {
+                for r0 in (0..rows).step_by(8) {
+                    let s = src.offset(c0 as isize * stride).add(r0);
+                    let row = |k: isize| _mm_loadu_si128(s.offset(k * stride).cast());
+                    // Interleave 2-byte elements of row pairs, 4-byte pairs, then 8-byte quads.
+                    let r = [
+                        (row(0), row(1)),
+                        (row(2), row(3)),
+                        (row(4), row(5)),
+                        (row(6), row(7)),
+                    ];
+                    let lo = r.map(|(a, b)| _mm_unpacklo_epi16(a, b));
+                    let hi = r.map(|(a, b)| _mm_unpackhi_epi16(a, b));
+                    let q = [
+                        _mm_unpacklo_epi32(lo[0], lo[1]),
+                        _mm_unpackhi_epi32(lo[0], lo[1]),
+                        _mm_unpacklo_epi32(hi[0], hi[1]),
+                        _mm_unpackhi_epi32(hi[0], hi[1]),
+                    ];
+                    let h = [
+                        _mm_unpacklo_epi32(lo[2], lo[3]),
+                        _mm_unpackhi_epi32(lo[2], lo[3]),
+                        _mm_unpacklo_epi32(hi[2], hi[3]),
+                        _mm_unpackhi_epi32(hi[2], hi[3]),
+                    ];
+                    let d = dst.offset(r0 as isize * p + c0 as isize);
+                    for j in 0..4 {
+                        let at = |k: usize| d.offset(k as isize * p).cast::<__m128i>();
+                        _mm_storeu_si128(at(2 * j), _mm_unpacklo_epi64(q[j], h[j]));
+                        _mm_storeu_si128(at(2 * j + 1), _mm_unpackhi_epi64(q[j], h[j]));
+                    }
                 }
             }
         }
@@ -310,32 +338,38 @@ mod avx {
         p: isize,
         [rows, cols]: [usize; 2],
     ) {
-        for c0 in (0..cols).step_by(8) {
-            for r0 in (0..rows).step_by(8) {
-                let s = src.offset(c0 as isize * stride).add(r0);
-                // Source rows k and k + 4, elements `at..at + 4` of each, in one register: the
-                // 128-bit lane swap is done by the loads (an insert from memory does not use the
-                // shuffle port, which is what bounds a register transpose).
-                let pair = |k: isize, at: usize| {
-                    let lo = _mm_loadu_ps(s.offset(k * stride).add(at));
-                    let hi = _mm_loadu_ps(s.offset((k + 4) * stride).add(at));
-                    _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi)
-                };
-                let d = dst.offset(r0 as isize * p + c0 as isize);
-                for half in 0..2 {
-                    let at = 4 * half;
-                    let (a, b, c, e) = (pair(0, at), pair(1, at), pair(2, at), pair(3, at));
-                    // Interleave pairs, then quads: lane 0 holds rows 0-3, lane 1 rows 4-7.
-                    let (ab0, ab1) = (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
-                    let (ce0, ce1) = (_mm256_unpacklo_ps(c, e), _mm256_unpackhi_ps(c, e));
-                    let out = [
-                        _mm256_shuffle_ps::<0x44>(ab0, ce0),
-                        _mm256_shuffle_ps::<0xEE>(ab0, ce0),
-                        _mm256_shuffle_ps::<0x44>(ab1, ce1),
-                        _mm256_shuffle_ps::<0xEE>(ab1, ce1),
-                    ];
-                    for (j, v) in out.into_iter().enumerate() {
-                        _mm256_storeu_ps(d.offset((at + j) as isize * p), v);
+        // SAFETY: each 16-byte load reads 4 elements of source row `c0 + k` (k < 8) from
+        // row `r0 + at` (at is 0 or 4), each 32-byte store 8 elements of destination row `r0 + at + j`
+        // at columns `c0..c0 + 8`: inside the caller's shape, whose sides are multiples of 8. The caller
+        // checked that the CPU has AVX; the loads and stores are unaligned ones.
+        unsafe {
+            for c0 in (0..cols).step_by(8) {
+                for r0 in (0..rows).step_by(8) {
+                    let s = src.offset(c0 as isize * stride).add(r0);
+                    // Source rows k and k + 4, elements `at..at + 4` of each, in one register: the
+                    // 128-bit lane swap is done by the loads (an insert from memory does not use the
+                    // shuffle port, which is what bounds a register transpose).
+                    let pair = |k: isize, at: usize| {
+                        let lo = _mm_loadu_ps(s.offset(k * stride).add(at));
+                        let hi = _mm_loadu_ps(s.offset((k + 4) * stride).add(at));
+                        _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi)
+                    };
+                    let d = dst.offset(r0 as isize * p + c0 as isize);
+                    for half in 0..2 {
+                        let at = 4 * half;
+                        let (a, b, c, e) = (pair(0, at), pair(1, at), pair(2, at), pair(3, at));
+                        // Interleave pairs, then quads: lane 0 holds rows 0-3, lane 1 rows 4-7.
+                        let (ab0, ab1) = (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+                        let (ce0, ce1) = (_mm256_unpacklo_ps(c, e), _mm256_unpackhi_ps(c, e));
+                        let out = [
+                            _mm256_shuffle_ps::<0x44>(ab0, ce0),
+                            _mm256_shuffle_ps::<0xEE>(ab0, ce0),
+                            _mm256_shuffle_ps::<0x44>(ab1, ce1),
+                            _mm256_shuffle_ps::<0xEE>(ab1, ce1),
+                        ];
+                        for (j, v) in out.into_iter().enumerate() {
+                            _mm256_storeu_ps(d.offset((at + j) as isize * p), v);
+                        }
                     }
                 }
             }
@@ -353,22 +387,26 @@ mod avx {
         p: isize,
         [rows, cols]: [usize; 2],
     ) {
-        for c0 in (0..cols).step_by(4) {
-            for r0 in (0..rows).step_by(4) {
-                let s = src.offset(c0 as isize * stride).add(r0);
-                // Source rows k and k + 2, elements `at..at + 2` of each, in one register (see
-                // `tile_32`).
-                let pair = |k: isize, at: usize| {
-                    let lo = _mm_loadu_pd(s.offset(k * stride).add(at));
-                    let hi = _mm_loadu_pd(s.offset((k + 2) * stride).add(at));
-                    _mm256_insertf128_pd::<1>(_mm256_castpd128_pd256(lo), hi)
-                };
-                let d = dst.offset(r0 as isize * p + c0 as isize);
-                for half in 0..2 {
-                    let at = 2 * half;
-                    let (a, b) = (pair(0, at), pair(1, at));
-                    _mm256_storeu_pd(d.offset(at as isize * p), _mm256_unpacklo_pd(a, b));
-                    _mm256_storeu_pd(d.offset((at + 1) as isize * p), _mm256_unpackhi_pd(a, b));
+        // SAFETY: as in `tile_32`, for 4x4 blocks of 8-byte elements: 2 elements per load,
+        // 4 per store, inside the caller's shape (multiples of 8, so of 4).
+        unsafe {
+            for c0 in (0..cols).step_by(4) {
+                for r0 in (0..rows).step_by(4) {
+                    let s = src.offset(c0 as isize * stride).add(r0);
+                    // Source rows k and k + 2, elements `at..at + 2` of each, in one register (see
+                    // `tile_32`).
+                    let pair = |k: isize, at: usize| {
+                        let lo = _mm_loadu_pd(s.offset(k * stride).add(at));
+                        let hi = _mm_loadu_pd(s.offset((k + 2) * stride).add(at));
+                        _mm256_insertf128_pd::<1>(_mm256_castpd128_pd256(lo), hi)
+                    };
+                    let d = dst.offset(r0 as isize * p + c0 as isize);
+                    for half in 0..2 {
+                        let at = 2 * half;
+                        let (a, b) = (pair(0, at), pair(1, at));
+                        _mm256_storeu_pd(d.offset(at as isize * p), _mm256_unpacklo_pd(a, b));
+                        _mm256_storeu_pd(d.offset((at + 1) as isize * p), _mm256_unpackhi_pd(a, b));
+                    }
                 }
             }
         }
@@ -395,18 +433,24 @@ mod avx2 {
         p: isize,
         [rows, cols]: [usize; 2],
     ) {
-        let s = stride as i32;
-        let at = _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s);
-        let whole = cols / 8 * 8;
-        for c0 in (0..whole).step_by(8) {
-            let from = src.offset(c0 as isize * stride);
-            for r in 0..rows as isize {
-                // Elements `from[k * stride + r * step]`, k < 8: the staged row's 8 columns.
-                let v = _mm256_i32gather_ps::<4>(from.offset(r * step), at);
-                _mm256_storeu_ps(dst.offset(r * p + c0 as isize), v);
+        // SAFETY: each gather reads `from[r * step + k * stride]` for k < 8: source
+        // elements `(r, c0 + k)` of the caller's shape, with offsets that fit `i32` as the caller
+        // promised; each store writes 8 slots of destination row `r` at columns `c0..c0 + 8 <= cols`.
+        // The caller checked that the CPU has AVX2; the edge goes element by element.
+        unsafe {
+            let s = stride as i32;
+            let at = _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s);
+            let whole = cols / 8 * 8;
+            for c0 in (0..whole).step_by(8) {
+                let from = src.offset(c0 as isize * stride);
+                for r in 0..rows as isize {
+                    // Elements `from[k * stride + r * step]`, k < 8: the staged row's 8 columns.
+                    let v = _mm256_i32gather_ps::<4>(from.offset(r * step), at);
+                    _mm256_storeu_ps(dst.offset(r * p + c0 as isize), v);
+                }
             }
+            super::one_by_one::<f32>(src, stride, step, dst, p, [rows, cols], whole);
         }
-        super::one_by_one::<f32>(src, stride, step, dst, p, [rows, cols], whole);
     }
 
     /// # Safety
@@ -421,17 +465,20 @@ mod avx2 {
         p: isize,
         [rows, cols]: [usize; 2],
     ) {
-        let s = stride as i32;
-        let at = _mm_setr_epi32(0, s, 2 * s, 3 * s);
-        let whole = cols / 4 * 4;
-        for c0 in (0..whole).step_by(4) {
-            let from = src.offset(c0 as isize * stride);
-            for r in 0..rows as isize {
-                let v = _mm256_i32gather_pd::<8>(from.offset(r * step), at);
-                _mm256_storeu_pd(dst.offset(r * p + c0 as isize), v);
+        // SAFETY: as in `gather_32`, 4 elements per gather and store.
+        unsafe {
+            let s = stride as i32;
+            let at = _mm_setr_epi32(0, s, 2 * s, 3 * s);
+            let whole = cols / 4 * 4;
+            for c0 in (0..whole).step_by(4) {
+                let from = src.offset(c0 as isize * stride);
+                for r in 0..rows as isize {
+                    let v = _mm256_i32gather_pd::<8>(from.offset(r * step), at);
+                    _mm256_storeu_pd(dst.offset(r * p + c0 as isize), v);
+                }
             }
+            super::one_by_one::<f64>(src, stride, step, dst, p, [rows, cols], whole);
         }
-        super::one_by_one::<f64>(src, stride, step, dst, p, [rows, cols], whole);
     }
 }
 
@@ -493,7 +540,8 @@ mod tests {
     /// The dispatching entry point, as the engine calls it.
     unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, p: isize, shape: [usize; 2]) {
         let size = plain_size::<T>().expect("a primitive is plain");
-        transpose_tile(src.cast(), stride, 1, dst.cast(), p, size, shape)
+        // SAFETY: as the caller promised, for `T`'s size.
+        unsafe { transpose_tile(src.cast(), stride, 1, dst.cast(), p, size, shape) }
     }
 
     #[test]
