@@ -164,50 +164,50 @@ fn flat_operands<'s, 'a: 's, 'b: 's, A, B, D: Dimension, E: Dimension>(
     })
 }
 
-/// The output shape of a binary op and both operands as engine inputs at that shape.
-#[allow(clippy::type_complexity)]
-fn operands<'a, 'b, A, B, D: Dimension, E: Dimension>(
+/// Both operands of a binary op as engine inputs at its output shape (which each of them
+/// carries: [`Src::shape`]). A shape that is neither operand's is kept in `out`.
+fn operands<'x, 'y, 'o: 'x + 'y, A, B, D: Dimension, E: Dimension>(
     op: &'static str,
-    lhs: &'a ArrayRef<A, D>,
-    rhs: &'b ArrayRef<B, E>,
+    lhs: &'x ArrayRef<A, D>,
+    rhs: &'y ArrayRef<B, E>,
     dims: &[usize],
-) -> Result<(Dims, Src<'a, A>, Src<'b, B>)> {
+    out: &'o mut Dims,
+) -> Result<(Src<'x, A>, Src<'y, B>)> {
     // Equal shapes (the most common case) need no rule beyond the dims check, and a scalar
     // broadcasts to anything: skip planning.
     match pairing(lhs, rhs, dims) {
-        Some(Pairing::Same) => {
-            return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), Src::of(rhs)));
-        }
+        Some(Pairing::Same) => return Ok((Src::of(lhs), Src::of(rhs))),
         Some(Pairing::ScalarRhs) => {
-            let r = Src::placed(op, rhs, lhs.shape(), &[])?;
-            return Ok((Dims::from_slice(lhs.shape()), Src::of(lhs), r));
+            *out = Dims::from_slice(lhs.shape());
+            return Ok((Src::of(lhs), Src::placed(op, rhs, out, &[])?));
         }
         Some(Pairing::ScalarLhs) => {
-            let l = Src::placed(op, lhs, rhs.shape(), &[])?;
-            return Ok((Dims::from_slice(rhs.shape()), l, Src::of(rhs)));
+            *out = Dims::from_slice(rhs.shape());
+            return Ok((Src::placed(op, lhs, out, &[])?, Src::of(rhs)));
         }
         None => {}
     }
     // Degenerate broadcasting between equal ranks is decided dim by dim: no planning either.
     // Incompatible or oversized shapes go on to the full rule, which builds the error.
     if identity_dims(dims, lhs.ndim()) && lhs.ndim() == rhs.ndim() {
-        let mut out = Dims::from_slice(lhs.shape());
+        *out = Dims::from_slice(lhs.shape());
         let compatible = out
             .iter_mut()
             .zip(rhs.shape())
             .all(|(o, &r)| merge_dim(*o, r).map(|n| *o = n).is_some());
-        if compatible && checked_size_for(op, &out).is_ok() {
-            let (l, r) = (
-                Src::degenerate(op, lhs, &out)?,
-                Src::degenerate(op, rhs, &out)?,
-            );
-            return Ok((out, l, r));
+        if compatible && checked_size_for(op, out).is_ok() {
+            let out: &'o Dims = out;
+            return Ok((
+                Src::degenerate(op, lhs, out)?,
+                Src::degenerate(op, rhs, out)?,
+            ));
         }
     }
     let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
-    let l = Src::placed(op, lhs, &plan.out, &plan.lhs_dims)?;
-    let r = Src::placed(op, rhs, &plan.out, &plan.rhs_dims)?;
-    Ok((plan.out, l, r))
+    *out = plan.out;
+    let out: &'o Dims = out;
+    let l = Src::placed(op, lhs, out, &plan.lhs_dims)?;
+    Ok((l, Src::placed(op, rhs, out, &plan.rhs_dims)?))
 }
 
 /// The output dimension, of the type the caller's types promise, for a result of `shape`.
@@ -271,8 +271,9 @@ where
             return out;
         }
     }
-    let (shape, l, r) = operands(op, lhs, rhs, dims)?;
-    engine::collect_zip(op, out_dim(op, &shape)?, &l, &r, &f)
+    let mut shape = Dims::new();
+    let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
+    engine::collect_zip(op, out_dim(op, l.shape())?, &l, &r, &f)
 }
 
 /// `f` over every element into a fresh array of the same shape and dimension type.
@@ -309,8 +310,9 @@ where
     E: Dimension,
     O: Dimension,
 {
-    let (shape, l, r) = operands(op, lhs, rhs, dims)?;
-    check_out(op, &shape, out.shape())?;
+    let mut shape = Dims::new();
+    let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
+    check_out(op, l.shape(), out.shape())?;
     engine::zip(out, &l, &r, &f);
     Ok(())
 }
@@ -329,8 +331,9 @@ where
     D: Dimension,
     E: Dimension,
 {
-    let (shape, _, r) = operands(op, &*lhs, rhs, dims)?;
-    check_out(op, &shape, lhs.shape())?;
+    let mut shape = Dims::new();
+    let (_, r) = operands(op, &*lhs, rhs, dims, &mut shape)?;
+    check_out(op, r.shape(), lhs.shape())?;
     engine::update(lhs, &r, &f);
     Ok(())
 }
@@ -658,21 +661,28 @@ compare_family! {
     "ge", ge_bcast, ge_bcast_into, >=, "[[false, false], [true, true]]";
 }
 
-/// `select`'s three operands as engine inputs at their common shape, and that shape.
+/// `select`'s three operands as engine inputs at their common shape, kept in `out`.
 #[allow(clippy::type_complexity)]
-fn select_inputs<'p, 't, 'f, T, D: Dimension, E1: Dimension, E2: Dimension>(
+fn select_inputs<'p, 't, 'f, 'o, T, D, E1, E2>(
     pred: &'p ArrayRef<bool, D>,
     on_true: &'t ArrayRef<T, E1>,
     on_false: &'f ArrayRef<T, E2>,
-) -> Result<(Src<'p, bool>, Src<'t, T>, Src<'f, T>, Vec<usize>)> {
-    let shape = select_shape(pred.shape(), on_true.shape(), on_false.shape())?;
+    out: &'o mut Vec<usize>,
+) -> Result<(Src<'p, bool>, Src<'t, T>, Src<'f, T>)>
+where
+    'o: 'p + 't + 'f,
+    D: Dimension,
+    E1: Dimension,
+    E2: Dimension,
+{
+    *out = select_shape(pred.shape(), on_true.shape(), on_false.shape())?;
+    let shape: &'o [usize] = out;
     // Each operand has the output's rank (degenerate dims) or rank 0 (a scalar).
     let op = "select";
     Ok((
-        Src::placed(op, pred, &shape, &iota(pred.ndim()))?,
-        Src::placed(op, on_true, &shape, &iota(on_true.ndim()))?,
-        Src::placed(op, on_false, &shape, &iota(on_false.ndim()))?,
-        shape,
+        Src::placed(op, pred, shape, &iota(pred.ndim()))?,
+        Src::placed(op, on_true, shape, &iota(on_true.ndim()))?,
+        Src::placed(op, on_false, shape, &iota(on_false.ndim()))?,
     ))
 }
 
@@ -740,8 +750,9 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         E1: Dimension,
         E2: Dimension,
     {
-        let (p, t, f, shape) = select_inputs(self, on_true, on_false)?;
-        let dim = out_dim("select", &shape)?;
+        let mut shape = Vec::new();
+        let (p, t, f) = select_inputs(self, on_true, on_false, &mut shape)?;
+        let dim = out_dim("select", p.shape())?;
         engine::collect_zip3("select", dim, (&p, &t, &f), &|p, t, f| {
             if p {
                 t
@@ -763,8 +774,9 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         E2: Dimension,
         O: Dimension,
     {
-        let (p, t, f, shape) = select_inputs(self, on_true, on_false)?;
-        check_out("select", &shape, out.shape())?;
+        let mut shape = Vec::new();
+        let (p, t, f) = select_inputs(self, on_true, on_false, &mut shape)?;
+        check_out("select", p.shape(), out.shape())?;
         engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f });
         Ok(())
     }

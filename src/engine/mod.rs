@@ -28,8 +28,8 @@ use std::marker::PhantomData;
 use ndarray::{Array, ArrayRef, Dimension, IxDyn};
 use smallvec::SmallVec;
 
-use crate::error::Result;
-use crate::shape::{iota, Dims};
+use crate::error::{BroadcastError, Result};
+use crate::shape::iota;
 use crate::view::place_strides;
 
 use fresh::{call_logged, FreshLog};
@@ -78,17 +78,18 @@ impl<T> SyncPtr<T> {
 /// index reads one of its elements; the engine checks that the shape is the output's.
 pub(crate) struct Src<'a, T> {
     ptr: *const T,
-    shape: Dims,
+    shape: &'a [usize],
     strides: SmallVec<[isize; 6]>,
     _borrow: PhantomData<&'a T>,
 }
 
 impl<'a, T> Src<'a, T> {
     /// `a` as it is, at its own shape.
+    #[inline]
     pub fn of<D: Dimension>(a: &'a ArrayRef<T, D>) -> Self {
         Src {
             ptr: a.as_ptr(),
-            shape: Dims::from_slice(a.shape()),
+            shape: a.shape(),
             strides: SmallVec::from_slice(a.strides()),
             _borrow: PhantomData,
         }
@@ -96,10 +97,11 @@ impl<'a, T> Src<'a, T> {
 
     /// `a` broadcast to `out_shape` of the same rank, where every dim of `a` is 1 or the
     /// output's (degenerate broadcasting); an error otherwise.
+    #[inline(always)]
     pub fn degenerate<D: Dimension>(
         op: &'static str,
         a: &'a ArrayRef<T, D>,
-        out_shape: &[usize],
+        out_shape: &'a [usize],
     ) -> Result<Self> {
         let fits = a.ndim() == out_shape.len()
             && a.shape()
@@ -107,7 +109,7 @@ impl<'a, T> Src<'a, T> {
                 .zip(out_shape)
                 .all(|(&n, &m)| n == m || n == 1);
         if !fits {
-            return Self::placed(op, a, out_shape, &iota(a.ndim()));
+            return Err(refused(op, a.shape(), out_shape));
         }
         let mut strides = SmallVec::from_slice(a.strides());
         for ((s, &n), &m) in strides.iter_mut().zip(a.shape()).zip(out_shape) {
@@ -117,7 +119,7 @@ impl<'a, T> Src<'a, T> {
         }
         Ok(Src {
             ptr: a.as_ptr(),
-            shape: Dims::from_slice(out_shape),
+            shape: out_shape,
             strides,
             _borrow: PhantomData,
         })
@@ -128,26 +130,37 @@ impl<'a, T> Src<'a, T> {
     pub fn placed<D: Dimension>(
         op: &'static str,
         a: &'a ArrayRef<T, D>,
-        out_shape: &[usize],
+        out_shape: &'a [usize],
         dims: &[usize],
     ) -> Result<Self> {
         crate::shape::in_dim_check(op, a.shape(), out_shape, dims)?;
         Ok(Src {
             ptr: a.as_ptr(),
-            shape: Dims::from_slice(out_shape),
+            shape: out_shape,
             strides: place_strides(a.shape(), a.strides(), out_shape, dims),
             _borrow: PhantomData,
         })
     }
 
     /// The shape it is seen at.
-    pub fn shape(&self) -> &[usize] {
-        &self.shape
+    pub fn shape(&self) -> &'a [usize] {
+        self.shape
     }
 
     /// Its strides at that shape.
     pub fn strides(&self) -> &[isize] {
         &self.strides
+    }
+}
+
+/// The rule's error for an operand of shape `shape` that does not broadcast degenerately to
+/// `out_shape`.
+#[cold]
+#[inline(never)]
+fn refused(op: &'static str, shape: &[usize], out_shape: &[usize]) -> BroadcastError {
+    match crate::shape::in_dim_check(op, shape, out_shape, &iota(shape.len())) {
+        Err(e) => e,
+        Ok(()) => unreachable!("a degenerate placement that in_dim_check accepts fits"),
     }
 }
 
@@ -525,12 +538,16 @@ fn small_block<const N: usize>(
 /// The engine's one precondition on its inputs, which [`Src`]'s constructors make true for
 /// the shape they were built at: each is seen at the output's shape (a mismatch would be a bug
 /// in the crate, never a user error, which the shape rules catch).
+#[inline(always)]
 fn same_shape<T>(out: &[usize], input: &Src<'_, T>) {
-    assert_eq!(
-        out,
-        input.shape(),
-        "engine: inputs must be seen at the output shape"
-    );
+    #[cold]
+    #[inline(never)]
+    fn mismatch(out: &[usize], input: &[usize]) -> ! {
+        panic!("engine: an input seen at {input:?}, not at the output shape {out:?}")
+    }
+    if out != input.shape() {
+        mismatch(out, input.shape())
+    }
 }
 
 /// `out[i] = f(a[i])`.
