@@ -6,6 +6,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use ndarray::{arr0, Array2, ArrayView2};
 use xla_bcast::prelude::*;
@@ -13,7 +14,7 @@ use xla_bcast::{layout, numpy, paddle, with_parallelism, Parallelism};
 
 /// A value that counts its live copies and checks that only whole values are dropped.
 struct Counted {
-    live: &'static AtomicIsize,
+    live: Arc<AtomicIsize>,
     /// Its own value: a drop of memory that was never written would not hold it.
     check: usize,
     /// Heap memory, so that a leak shows under valgrind too.
@@ -23,10 +24,10 @@ struct Counted {
 static BAD_DROPS: AtomicUsize = AtomicUsize::new(0);
 
 impl Counted {
-    fn new(live: &'static AtomicIsize, v: usize) -> Self {
+    fn new(live: &Arc<AtomicIsize>, v: usize) -> Self {
         live.fetch_add(1, Ordering::SeqCst);
         Counted {
-            live,
+            live: Arc::clone(live),
             check: v ^ 0x5a5a_5a5a,
             _text: format!("value {v}"),
         }
@@ -46,10 +47,10 @@ impl Drop for Counted {
 
 /// Runs `op`, which must panic after writing part of a fresh result of `Counted`, and checks
 /// that every value it made was dropped once.
-fn leaks_nothing(what: &str, op: impl FnOnce(&'static AtomicIsize)) {
-    let live: &'static AtomicIsize = Box::leak(Box::new(AtomicIsize::new(0)));
+fn leaks_nothing(what: &str, op: impl FnOnce(&Arc<AtomicIsize>)) {
+    let live = Arc::new(AtomicIsize::new(0));
     let before = BAD_DROPS.load(Ordering::SeqCst);
-    let result = catch_unwind(AssertUnwindSafe(|| op(live)));
+    let result = catch_unwind(AssertUnwindSafe(|| op(&live)));
     assert!(
         result.is_err(),
         "{what}: the element function did not panic"
@@ -67,13 +68,13 @@ fn leaks_nothing(what: &str, op: impl FnOnce(&'static AtomicIsize)) {
 }
 
 /// An element function that makes a `Counted` from its inputs and panics on the `n`-th call.
-fn panics_at(live: &'static AtomicIsize, n: usize) -> impl Fn(f32, f32) -> Counted + Sync + Send {
-    let calls = AtomicUsize::new(0);
+fn panics_at(live: &Arc<AtomicIsize>, n: usize) -> impl Fn(f32, f32) -> Counted + Sync + Send {
+    let (live, calls) = (Arc::clone(live), AtomicUsize::new(0));
     move |a, b| {
         if calls.fetch_add(1, Ordering::SeqCst) == n {
             panic!("element function panics");
         }
-        Counted::new(live, (a + b) as usize)
+        Counted::new(&live, (a + b) as usize)
     }
 }
 
@@ -159,22 +160,19 @@ impl Clone for PanicsOnClone<'_> {
             panic!("clone panics");
         }
         PanicsOnClone(
-            Counted::new(self.0.live, self.0.check ^ 0x5a5a_5a5a),
+            Counted::new(&self.0.live, self.0.check ^ 0x5a5a_5a5a),
             self.1,
         )
     }
 }
 
-// SAFETY-free: the counter is only read through atomics.
-unsafe impl Sync for PanicsOnClone<'_> {}
-
 /// Without a panic, every element is the caller's and each is dropped once, with the array.
 #[test]
 fn complete_results_own_every_element() {
-    let live: &'static AtomicIsize = Box::leak(Box::new(AtomicIsize::new(0)));
+    let live = Arc::new(AtomicIsize::new(0));
     let big = grid(700, 640);
     let r = big.zip_bcast(&big.t().t(), &[], |a, b| {
-        Counted::new(live, (a + b) as usize)
+        Counted::new(&live, (a + b) as usize)
     });
     assert_eq!(live.load(Ordering::SeqCst), 700 * 640);
     drop(r.unwrap());
