@@ -159,8 +159,8 @@ fn flat_operands<'s, 'a: 's, 'b: 's, A, B, D: Dimension, E: Dimension>(
 ) -> Option<(&'s [usize], FlatSrc<'a, A>, FlatSrc<'b, B>)> {
     Some(match pairing(lhs, rhs, dims)? {
         Pairing::Same => (lhs.shape(), FlatSrc::whole(lhs), FlatSrc::whole(rhs)),
-        Pairing::ScalarRhs => (lhs.shape(), FlatSrc::whole(lhs), FlatSrc::scalar(rhs)),
-        Pairing::ScalarLhs => (rhs.shape(), FlatSrc::scalar(lhs), FlatSrc::whole(rhs)),
+        Pairing::ScalarRhs => (lhs.shape(), FlatSrc::whole(lhs), FlatSrc::scalar(rhs)?),
+        Pairing::ScalarLhs => (rhs.shape(), FlatSrc::scalar(lhs)?, FlatSrc::whole(rhs)),
     })
 }
 
@@ -342,6 +342,9 @@ where
 pub trait ZipBcast<A, D: Dimension> {
     /// `f(lhs, rhs)` elementwise, `rhs` broadcast by XLA's rule with explicit
     /// `broadcast_dimensions` (see [`crate::shape::binary_op_shape`]).
+    ///
+    /// If `f` panics, the panic propagates once the elements of the result already written are
+    /// dropped (those, and only those): nothing leaks.
     ///
     /// ```
     /// use ndarray::array;

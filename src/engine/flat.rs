@@ -34,14 +34,13 @@ impl<'a, T> FlatSrc<'a, T> {
         }
     }
 
-    /// The one element of a rank-0 `a`, for every index.
-    pub fn scalar<D: Dimension>(a: &'a ArrayRef<T, D>) -> Self {
-        debug_assert_eq!(a.ndim(), 0);
-        FlatSrc {
+    /// The one element of `a`, for every index, if `a` has rank 0.
+    pub fn scalar<D: Dimension>(a: &'a ArrayRef<T, D>) -> Option<Self> {
+        (a.ndim() == 0).then(|| FlatSrc {
             ptr: a.as_ptr(),
             whole: None,
             _borrow: PhantomData,
-        }
+        })
     }
 
     /// Its stride in the one run: 1 along a contiguous array, 0 on a broadcast element.
@@ -246,14 +245,26 @@ mod tests {
             .unwrap();
         assert!(r.t().is_standard_layout(), "F inputs, F result");
         assert_eq!(r, want(&f, &f));
-        let r = zip("t", dim, FlatSrc::scalar(&s), FlatSrc::whole(&f), &add)
-            .unwrap()
-            .unwrap();
+        let r = zip(
+            "t",
+            dim,
+            FlatSrc::scalar(&s).unwrap(),
+            FlatSrc::whole(&f),
+            &add,
+        )
+        .unwrap()
+        .unwrap();
         assert!(r.t().is_standard_layout());
         assert_eq!(r, f.mapv(|v| add(4, v)));
-        let r = zip("t", dim, FlatSrc::whole(&c), FlatSrc::scalar(&s), &add)
-            .unwrap()
-            .unwrap();
+        let r = zip(
+            "t",
+            dim,
+            FlatSrc::whole(&c),
+            FlatSrc::scalar(&s).unwrap(),
+            &add,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(r, c.mapv(|v| add(v, 4)));
         let r = map("t", &f.view(), &|v: i32| v - 1).unwrap().unwrap();
         assert!(r.t().is_standard_layout());
@@ -296,14 +307,14 @@ mod tests {
             "t",
             e.raw_dim(),
             FlatSrc::whole(&e),
-            FlatSrc::scalar(&s),
+            FlatSrc::scalar(&s).unwrap(),
             &add,
         );
         assert_eq!(r.unwrap().unwrap().shape(), &[0, 3]);
         let r = zip(
             "t",
             s.raw_dim(),
-            FlatSrc::scalar(&s),
+            FlatSrc::scalar(&s).unwrap(),
             FlatSrc::whole(&s),
             &add,
         );

@@ -32,7 +32,12 @@ pub(crate) struct FreshLog(Mutex<Vec<Span>>);
 impl FreshLog {
     fn push(&self, span: Span) {
         // A poisoned lock still holds whole spans (a push cannot be interrupted half-way).
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(span);
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Out of memory for the log, the span's elements would leak if the walk panicked:
+        // never an abort, nor a drop of anything unwritten.
+        if spans.try_reserve(1).is_ok() {
+            spans.push(span);
+        }
     }
 }
 

@@ -316,19 +316,25 @@ unsafe fn run_block<const N: usize>(
         // SAFETY: as the caller promised.
         return unsafe { call_logged(kernel, ptrs, block, log) };
     }
-    with_parts(operands, staged, |parts| {
+    let ran = with_parts(operands, staged, |parts| {
         // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts`.
         unsafe { run_staged(ptrs, block, operands, staged, parts, kernel, log) }
-    })
+    });
+    if ran.is_none() {
+        // No room to stage: the same block read in place.
+        // SAFETY: as the caller promised.
+        unsafe { call_logged(kernel, ptrs, block, log) }
+    }
 }
 
 /// Runs `f` with this thread's staging buffer cut into one part per operand: room for a slab
-/// of each operand with `staged[k]` (in whole cache lines), none for the others.
+/// of each operand with `staged[k]` (in whole cache lines), none for the others; `None`, having
+/// run nothing, when the buffer cannot grow to that.
 fn with_parts<const N: usize, R>(
     operands: [Operand; N],
     staged: &[bool; N],
     f: impl FnOnce([*mut Line; N]) -> R,
-) -> R {
+) -> Option<R> {
     let lines: [usize; N] = std::array::from_fn(|k| match staged[k] {
         true => (SLAB * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(64),
         false => 0,
@@ -358,20 +364,31 @@ struct Line([u8; 64]);
 
 /// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
 /// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page
-/// faults: at most a slab of a tile's width per staged operand, per thread.
-fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> R {
+/// faults: at most a slab of a tile's width per staged operand, per thread. `None`, having run
+/// nothing, when the buffer cannot be allocated (the caller then reads in place: slower, never
+/// an abort).
+fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> {
     thread_local! {
         static STAGING: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
     }
+    let grown = |buffer: &mut Vec<Line>| {
+        let more = lines.saturating_sub(buffer.len());
+        buffer.try_reserve_exact(more).ok()?;
+        // Within the capacity: no reallocation.
+        buffer.resize(buffer.len().max(lines), Line([0; 64]));
+        Some(())
+    };
     STAGING.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buffer) => {
-            if buffer.len() < lines {
-                buffer.resize(lines, Line([0; 64]));
-            }
-            f(&mut buffer[..lines])
+            grown(&mut buffer)?;
+            Some(f(&mut buffer[..lines]))
         }
         // Never nested in practice; a fresh buffer keeps it correct if it were.
-        Err(_) => f(&mut vec![Line([0; 64]); lines]),
+        Err(_) => {
+            let mut buffer = Vec::new();
+            grown(&mut buffer)?;
+            Some(f(&mut buffer))
+        }
     })
 }
 
@@ -1036,6 +1053,17 @@ mod tests {
             super::staged(&block(64), [plain[0], text, plain[2]]),
             [false; 3]
         );
+    }
+
+    /// A staging buffer that cannot be allocated is refused (the block is then read in place),
+    /// never an abort; one that can is this thread's, kept for the next call.
+    #[test]
+    fn staging_buffers_are_fallible() {
+        assert!(super::with_staging(usize::MAX / 64, |_| ()).is_none());
+        let first = super::with_staging(4, |b| (b.len(), b.as_ptr() as usize)).unwrap();
+        let again = super::with_staging(2, |b| (b.len(), b.as_ptr() as usize)).unwrap();
+        assert_eq!((first.0, again.0), (4, 2));
+        assert_eq!(first.1, again.1, "the buffer is kept");
     }
 
     /// The AVX2 copy of the kernels gives the bits the baseline copy gives, for every op family,
