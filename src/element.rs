@@ -9,100 +9,244 @@
 //!   `1` for base `1`, `-1` or `1` for base `-1` by the exponent's parity (`(-1)^-1 = -1`,
 //!   `(-1)^-2 = 1`), and `0` for every other base, `0` included (StableHLO's `power` and XLA's
 //!   CPU compiler agree on this); unsigned exponents are never negative;
+//! * integer `and`, `or`, `xor` are bitwise;
+//! * integer shifts read the shift amount as unsigned (a negative one is huge): an amount of
+//!   the bit width or more gives `0` for `shift_left` and `shift_right_logical`, and the sign
+//!   bit everywhere for `shift_right_arithmetic`, which shifts the bit pattern (also of an
+//!   unsigned type) with the top bit copied in; `shift_right_logical` fills with zeros (also
+//!   for a signed type);
 //! * float ops are IEEE-754; `rem` is C's `fmod`; `max` / `min` propagate NaN and order
-//!   `-0.0 < +0.0` (IEEE-754 `maximum` / `minimum`, as StableHLO specifies).
-
-/// An element type the arithmetic ops accept, with XLA's semantics for each op.
+//!   `-0.0 < +0.0` (IEEE-754 `maximum` / `minimum`, as StableHLO specifies); `atan2` is
+//!   computed in `f64` and rounded once (as StableHLO's reference interpreter does);
+//! * `bool` is XLA's `PRED`: `add` and `max` are logical or, `mul` and `min` logical and, and
+//!   `and`, `or`, `xor` are logical; `false < true`.
+//!
+//! Which ops a type has is decided at compile time by the traits below, after the StableHLO
+//! specification: [`XlaElement`] (`add`, `mul`: every type), [`XlaNumber`] (`sub`, `div`,
+//! `pow`: not `bool`), [`XlaOrd`] (`max`, `min`, `clamp`: not complex), [`XlaReal`] (`rem`:
+//! integers and real floats), [`XlaBitwise`] (`and`, `or`, `xor`: integers and `bool`),
+//! [`XlaInteger`] (shifts) and [`XlaFloat`] (`atan2`). The sub-byte integers of XLA (`i2`,
+//! `i4`, `ui2`, `ui4`) have no Rust type and are not supported.
+//!
+//! | type | XlaElement | XlaNumber | XlaOrd | XlaReal | XlaBitwise | XlaInteger | XlaFloat |
+//! |---|---|---|---|---|---|---|---|
+//! | `i8`..`i64`, `isize`, `u8`..`u64`, `usize` | yes | yes | yes | yes | yes | yes | |
+//! | `f32`, `f64` | yes | yes | yes | yes | | | yes |
+//! | `bool` | yes | | yes | | yes | | |
+/// An element type of the crate, with XLA's `add` and `mul` (every type has them; `bool`'s are
+/// logical or and and) and their identities, which sums need.
 ///
-/// Implemented for `f32`, `f64`, `i8`..`i64`, `isize`, `u8`..`u64` and `usize`.
+/// Implemented for `f32`, `f64`, `i8`..`i64`, `isize`, `u8`..`u64`, `usize` and `bool`; see the
+/// [module](self) for which further traits each has.
 ///
 /// ```
 /// use xla_bcast::XlaElement;
 /// assert_eq!(i32::MAX.xla_add(1), i32::MIN);
-/// assert_eq!(7i32.xla_div(0), -1);
-/// assert_eq!(7u8.xla_div(0), u8::MAX);
-/// assert_eq!(i64::MIN.xla_div(-1), i64::MIN);
-/// assert_eq!(7i16.xla_rem(0), 7);
-/// assert!(f32::NAN.xla_max(1.0).is_nan());
+/// assert_eq!(true.xla_add(true), true); // PRED: or
+/// assert_eq!(true.xla_mul(false), false); // PRED: and
 /// ```
-pub trait XlaElement: Copy + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
-    /// `self + rhs` (integers wrap).
+pub trait XlaElement: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static {
+    /// `self + rhs` (integers wrap; `bool`: or).
     fn xla_add(self, rhs: Self) -> Self;
-    /// `self - rhs` (integers wrap).
-    fn xla_sub(self, rhs: Self) -> Self;
-    /// `self * rhs` (integers wrap).
+    /// `self * rhs` (integers wrap; `bool`: and).
     fn xla_mul(self, rhs: Self) -> Self;
-    /// `self / rhs` (integer division by zero and `MIN / -1` as XLA defines them).
-    fn xla_div(self, rhs: Self) -> Self;
-    /// `self % rhs` (integer `x % 0 = x`, `MIN % -1 = 0`; floats: `fmod`).
-    fn xla_rem(self, rhs: Self) -> Self;
-    /// The larger value (floats: NaN propagates).
-    fn xla_max(self, rhs: Self) -> Self;
-    /// The smaller value (floats: NaN propagates).
-    fn xla_min(self, rhs: Self) -> Self;
-    /// `self` to the power `rhs` (integers: wrapping; a negative exponent gives `1` for base
-    /// `1`, `+-1` for base `-1` by the exponent's parity, `0` otherwise).
-    fn xla_pow(self, rhs: Self) -> Self;
     /// The additive identity, for sums.
     fn xla_zero() -> Self;
     /// The multiplicative identity, for products.
     fn xla_one() -> Self;
+}
+
+/// The arithmetic XLA defines for numbers (not for `bool`): `sub`, `div`, `pow`.
+///
+/// ```
+/// use xla_bcast::XlaNumber;
+/// assert_eq!(7i32.xla_div(0), -1);
+/// assert_eq!(7u8.xla_div(0), u8::MAX);
+/// assert_eq!(i64::MIN.xla_div(-1), i64::MIN);
+/// assert_eq!((-1i32).xla_pow(-3), -1);
+/// ```
+pub trait XlaNumber: XlaElement {
+    /// `self - rhs` (integers wrap).
+    fn xla_sub(self, rhs: Self) -> Self;
+    /// `self / rhs` (integer division by zero and `MIN / -1` as XLA defines them).
+    fn xla_div(self, rhs: Self) -> Self;
+    /// `self` to the power `rhs` (integers: wrapping; a negative exponent gives `1` for base
+    /// `1`, `+-1` for base `-1` by the exponent's parity, `0` otherwise).
+    fn xla_pow(self, rhs: Self) -> Self;
+}
+
+/// Ordered elements (not complex): `max`, `min` (and `clamp`) and their identities.
+///
+/// ```
+/// use xla_bcast::XlaOrd;
+/// assert!(f32::NAN.xla_max(1.0).is_nan());
+/// assert_eq!(true.xla_min(false), false); // PRED: and
+/// ```
+pub trait XlaOrd: XlaElement + PartialOrd {
+    /// The larger value (floats: NaN propagates, `-0.0 < +0.0`; `bool`: or).
+    fn xla_max(self, rhs: Self) -> Self;
+    /// The smaller value (floats: NaN propagates, `-0.0 < +0.0`; `bool`: and).
+    fn xla_min(self, rhs: Self) -> Self;
     /// The smallest value (-inf for floats), the identity of `max`.
     fn xla_lowest() -> Self;
     /// The largest value (+inf for floats), the identity of `min`.
     fn xla_highest() -> Self;
 }
 
+/// Integers and real floats: `rem`.
+///
+/// ```
+/// use xla_bcast::XlaReal;
+/// assert_eq!(7i16.xla_rem(0), 7);
+/// assert_eq!((-7.5f64).xla_rem(2.0), -1.5);
+/// ```
+pub trait XlaReal: XlaNumber + XlaOrd {
+    /// `self % rhs` (integer `x % 0 = x`, `MIN % -1 = 0`; floats: `fmod`).
+    fn xla_rem(self, rhs: Self) -> Self;
+}
+
+/// Integers (bitwise) and `bool` (logical): `and`, `or`, `xor`.
+///
+/// ```
+/// use xla_bcast::XlaBitwise;
+/// assert_eq!(0b1100u8.xla_xor(0b1010), 0b0110);
+/// assert_eq!(true.xla_and(false), false);
+/// ```
+pub trait XlaBitwise: XlaElement {
+    /// `self & rhs`.
+    fn xla_and(self, rhs: Self) -> Self;
+    /// `self | rhs`.
+    fn xla_or(self, rhs: Self) -> Self;
+    /// `self ^ rhs`.
+    fn xla_xor(self, rhs: Self) -> Self;
+}
+
+/// Integers: the shifts, with XLA's rule for amounts at or past the bit width (and negative
+/// ones, read as unsigned: as large).
+///
+/// ```
+/// use xla_bcast::XlaInteger;
+/// assert_eq!((-1i64).xla_shift_left(1), -2);
+/// assert_eq!(1i32.xla_shift_left(32), 0);
+/// assert_eq!((-8i32).xla_shift_right_arithmetic(-1), -1); // sign fill
+/// assert_eq!((-1i64).xla_shift_right_logical(1), i64::MAX);
+/// assert_eq!(0x80u8.xla_shift_right_arithmetic(7), 0xff); // the bit pattern, top bit copied
+/// ```
+pub trait XlaInteger: XlaReal + XlaBitwise {
+    /// `self << rhs`; `0` when `rhs` (as unsigned) is at least the bit width.
+    fn xla_shift_left(self, rhs: Self) -> Self;
+    /// `self >> rhs` with the top bit copied in; all top bits when `rhs` (as unsigned) is at
+    /// least the bit width.
+    fn xla_shift_right_arithmetic(self, rhs: Self) -> Self;
+    /// `self >> rhs` with zeros shifted in; `0` when `rhs` (as unsigned) is at least the bit
+    /// width.
+    fn xla_shift_right_logical(self, rhs: Self) -> Self;
+}
+
+/// Floating-point elements: `atan2`.
+///
+/// ```
+/// use xla_bcast::XlaFloat;
+/// assert_eq!(1.0f64.xla_atan2(0.0), std::f64::consts::FRAC_PI_2);
+/// assert_eq!((-0.0f32).xla_atan2(-1.0), -std::f32::consts::PI);
+/// ```
+pub trait XlaFloat: XlaNumber {
+    /// The angle of the point `(rhs, self)`: `atan2(self, rhs)`, in `(-pi, pi]`.
+    fn xla_atan2(self, rhs: Self) -> Self;
+}
+
 macro_rules! int_common {
-    ($t:ty) => {
-        #[inline(always)]
-        fn xla_add(self, rhs: Self) -> Self {
-            self.wrapping_add(rhs)
-        }
-        #[inline(always)]
-        fn xla_sub(self, rhs: Self) -> Self {
-            self.wrapping_sub(rhs)
-        }
-        #[inline(always)]
-        fn xla_mul(self, rhs: Self) -> Self {
-            self.wrapping_mul(rhs)
-        }
-        #[inline(always)]
-        fn xla_rem(self, rhs: Self) -> Self {
-            // wrapping_rem gives MIN % -1 = 0.
-            if rhs == 0 {
-                self
-            } else {
-                self.wrapping_rem(rhs)
+    ($t:ty, $u:ty, $s:ty) => {
+        impl XlaElement for $t {
+            #[inline(always)]
+            fn xla_add(self, rhs: Self) -> Self {
+                self.wrapping_add(rhs)
+            }
+            #[inline(always)]
+            fn xla_mul(self, rhs: Self) -> Self {
+                self.wrapping_mul(rhs)
+            }
+            fn xla_zero() -> Self {
+                0
+            }
+            fn xla_one() -> Self {
+                1
             }
         }
-        #[inline(always)]
-        fn xla_max(self, rhs: Self) -> Self {
-            if self >= rhs {
-                self
-            } else {
-                rhs
+
+        impl XlaOrd for $t {
+            #[inline(always)]
+            fn xla_max(self, rhs: Self) -> Self {
+                if self >= rhs {
+                    self
+                } else {
+                    rhs
+                }
+            }
+            #[inline(always)]
+            fn xla_min(self, rhs: Self) -> Self {
+                if self <= rhs {
+                    self
+                } else {
+                    rhs
+                }
+            }
+            fn xla_lowest() -> Self {
+                <$t>::MIN
+            }
+            fn xla_highest() -> Self {
+                <$t>::MAX
             }
         }
-        #[inline(always)]
-        fn xla_min(self, rhs: Self) -> Self {
-            if self <= rhs {
-                self
-            } else {
-                rhs
+
+        impl XlaReal for $t {
+            #[inline(always)]
+            fn xla_rem(self, rhs: Self) -> Self {
+                // wrapping_rem gives MIN % -1 = 0.
+                if rhs == 0 {
+                    self
+                } else {
+                    self.wrapping_rem(rhs)
+                }
             }
         }
-        fn xla_zero() -> Self {
-            0
+
+        impl XlaBitwise for $t {
+            #[inline(always)]
+            fn xla_and(self, rhs: Self) -> Self {
+                self & rhs
+            }
+            #[inline(always)]
+            fn xla_or(self, rhs: Self) -> Self {
+                self | rhs
+            }
+            #[inline(always)]
+            fn xla_xor(self, rhs: Self) -> Self {
+                self ^ rhs
+            }
         }
-        fn xla_one() -> Self {
-            1
-        }
-        fn xla_lowest() -> Self {
-            <$t>::MIN
-        }
-        fn xla_highest() -> Self {
-            <$t>::MAX
+
+        impl XlaInteger for $t {
+            // The amount's bits read as unsigned: a negative amount is past the width.
+            #[inline(always)]
+            fn xla_shift_left(self, rhs: Self) -> Self {
+                match rhs as $u {
+                    n if n < <$t>::BITS as $u => self << n,
+                    _ => 0,
+                }
+            }
+            #[inline(always)]
+            fn xla_shift_right_arithmetic(self, rhs: Self) -> Self {
+                let n = (rhs as $u).min(<$t>::BITS as $u - 1);
+                ((self as $s) >> n) as $t
+            }
+            #[inline(always)]
+            fn xla_shift_right_logical(self, rhs: Self) -> Self {
+                match rhs as $u {
+                    n if n < <$t>::BITS as $u => ((self as $u) >> n) as $t,
+                    _ => 0,
+                }
+            }
         }
     };
 }
@@ -123,9 +267,13 @@ macro_rules! pow_by_squaring {
 }
 
 macro_rules! signed_int {
-    ($($t:ty),*) => {$(
-        impl XlaElement for $t {
-            int_common!($t);
+    ($(($t:ty, $u:ty)),*) => {$(
+        int_common!($t, $u, $t);
+        impl XlaNumber for $t {
+            #[inline(always)]
+            fn xla_sub(self, rhs: Self) -> Self {
+                self.wrapping_sub(rhs)
+            }
             #[inline(always)]
             fn xla_div(self, rhs: Self) -> Self {
                 // wrapping_div gives MIN / -1 = MIN.
@@ -146,9 +294,13 @@ macro_rules! signed_int {
 }
 
 macro_rules! unsigned_int {
-    ($($t:ty),*) => {$(
-        impl XlaElement for $t {
-            int_common!($t);
+    ($(($t:ty, $s:ty)),*) => {$(
+        int_common!($t, $t, $s);
+        impl XlaNumber for $t {
+            #[inline(always)]
+            fn xla_sub(self, rhs: Self) -> Self {
+                self.wrapping_sub(rhs)
+            }
             #[inline(always)]
             fn xla_div(self, rhs: Self) -> Self {
                 if rhs == 0 { <$t>::MAX } else { self / rhs }
@@ -167,13 +319,21 @@ macro_rules! float {
             #[inline(always)]
             fn xla_add(self, rhs: Self) -> Self { self + rhs }
             #[inline(always)]
+            fn xla_mul(self, rhs: Self) -> Self { self * rhs }
+            fn xla_zero() -> Self { 0.0 }
+            fn xla_one() -> Self { 1.0 }
+        }
+
+        impl XlaNumber for $t {
+            #[inline(always)]
             fn xla_sub(self, rhs: Self) -> Self { self - rhs }
             #[inline(always)]
-            fn xla_mul(self, rhs: Self) -> Self { self * rhs }
-            #[inline(always)]
             fn xla_div(self, rhs: Self) -> Self { self / rhs }
-            #[inline(always)]
-            fn xla_rem(self, rhs: Self) -> Self { self % rhs }
+            #[inline]
+            fn xla_pow(self, rhs: Self) -> Self { self.powf(rhs) }
+        }
+
+        impl XlaOrd for $t {
             #[inline(always)]
             fn xla_max(self, rhs: Self) -> Self {
                 // NaN wins; on equal values prefer +0.0 over -0.0.
@@ -195,19 +355,76 @@ macro_rules! float {
                     rhs
                 }
             }
-            #[inline]
-            fn xla_pow(self, rhs: Self) -> Self { self.powf(rhs) }
-            fn xla_zero() -> Self { 0.0 }
-            fn xla_one() -> Self { 1.0 }
             fn xla_lowest() -> Self { <$t>::NEG_INFINITY }
             fn xla_highest() -> Self { <$t>::INFINITY }
+        }
+
+        impl XlaReal for $t {
+            #[inline(always)]
+            fn xla_rem(self, rhs: Self) -> Self { self % rhs }
+        }
+
+        impl XlaFloat for $t {
+            #[inline]
+            fn xla_atan2(self, rhs: Self) -> Self {
+                (self as f64).atan2(rhs as f64) as $t
+            }
         }
     )*};
 }
 
-signed_int!(i8, i16, i32, i64, isize);
-unsigned_int!(u8, u16, u32, u64, usize);
+signed_int!((i8, u8), (i16, u16), (i32, u32), (i64, u64), (isize, usize));
+unsigned_int!((u8, i8), (u16, i16), (u32, i32), (u64, i64), (usize, isize));
 float!(f32, f64);
+
+impl XlaElement for bool {
+    #[inline(always)]
+    fn xla_add(self, rhs: Self) -> Self {
+        self | rhs
+    }
+    #[inline(always)]
+    fn xla_mul(self, rhs: Self) -> Self {
+        self & rhs
+    }
+    fn xla_zero() -> Self {
+        false
+    }
+    fn xla_one() -> Self {
+        true
+    }
+}
+
+impl XlaOrd for bool {
+    #[inline(always)]
+    fn xla_max(self, rhs: Self) -> Self {
+        self | rhs
+    }
+    #[inline(always)]
+    fn xla_min(self, rhs: Self) -> Self {
+        self & rhs
+    }
+    fn xla_lowest() -> Self {
+        false
+    }
+    fn xla_highest() -> Self {
+        true
+    }
+}
+
+impl XlaBitwise for bool {
+    #[inline(always)]
+    fn xla_and(self, rhs: Self) -> Self {
+        self & rhs
+    }
+    #[inline(always)]
+    fn xla_or(self, rhs: Self) -> Self {
+        self | rhs
+    }
+    #[inline(always)]
+    fn xla_xor(self, rhs: Self) -> Self {
+        self ^ rhs
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -197,6 +197,25 @@ pub enum BroadcastError {
         got: Box<[usize]>,
     },
 
+    /// `clamp`: a bound that is neither a scalar nor of the operand's shape.
+    #[error(
+        "{op}: min {} and max {} must each be a scalar (rank 0) or have the operand's shape {}; \
+         broadcast a bound first (broadcast_in_dim) to clamp against it",
+        sh(min),
+        sh(max),
+        sh(operand)
+    )]
+    ClampShape {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the lower bound.
+        min: Box<[usize]>,
+        /// Shape of the operand.
+        operand: Box<[usize]>,
+        /// Shape of the upper bound.
+        max: Box<[usize]>,
+    },
+
     /// A result's rank differs from the rank of the dimension type it is returned in (a fixed
     /// `Ix1`..`Ix6` that the operands' types promised).
     #[error(
@@ -417,6 +436,7 @@ impl BroadcastError {
             | Self::InDimSize { op, .. }
             | Self::OutputShape { op, .. }
             | Self::ResultRank { op, .. }
+            | Self::ClampShape { op, .. }
             | Self::NumpyIncompatible { op, .. }
             | Self::PaddleAxis { op, .. }
             | Self::SizeOverflow { op, .. }

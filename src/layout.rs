@@ -25,7 +25,7 @@ use ndarray::{
     Array, ArrayRef, ArrayView, ArrayViewMut, Dimension, IxDyn, ShapeBuilder, StrideShape,
 };
 
-use crate::element::XlaElement;
+use crate::element::XlaOrd;
 use crate::engine::{self, Src};
 use crate::error::{BroadcastError, Result};
 use crate::shape::checked_size_for;
@@ -52,7 +52,7 @@ impl PaddingValue {
     /// assert_eq!(PaddingValue::Lowest.value::<f32>(), f32::NEG_INFINITY);
     /// assert_eq!(PaddingValue::Highest.value::<u8>(), 255);
     /// ```
-    pub fn value<A: XlaElement>(self) -> A {
+    pub fn value<A: XlaOrd>(self) -> A {
         match self {
             Self::Zero => A::xla_zero(),
             Self::One => A::xla_one(),
@@ -447,7 +447,7 @@ pub fn view_mut<'a, A>(
 /// let l = Layout::row_major(2).with_padding(vec![2, 4], PaddingValue::Highest);
 /// assert_eq!(layout::to_buffer(&a, &l).unwrap(), vec![1, 2, 3, i32::MAX, 4, 5, 6, i32::MAX]);
 /// ```
-pub fn to_buffer<A: XlaElement, D: Dimension>(
+pub fn to_buffer<A: XlaOrd, D: Dimension>(
     array: &ArrayRef<A, D>,
     layout: &Layout,
 ) -> Result<Vec<A>> {

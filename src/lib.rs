@@ -56,7 +56,7 @@ pub mod reduce;
 pub mod shape;
 mod view;
 
-pub use element::XlaElement;
+pub use element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 pub use engine::parallel::{
     parallelism, set_parallelism, with_parallelism, Parallelism, PARALLEL_THRESHOLD_BYTES,
 };
@@ -65,10 +65,14 @@ pub use reduce::unbroadcast_grads;
 
 /// Everything a user needs: `use xla_bcast::prelude::*;`.
 pub mod prelude {
+    pub use crate::element::{
+        XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal,
+    };
     pub use crate::error::BroadcastError;
-    pub use crate::ops::{ArithBcast, BroadcastInDim, CompareBcast, SelectBcast, Strict, ZipBcast};
+    pub use crate::ops::{
+        ArithBcast, BroadcastInDim, ClampBcast, CompareBcast, SelectBcast, Strict, ZipBcast,
+    };
     pub use crate::reduce::ReduceInDim;
-    pub use crate::XlaElement;
 }
 
 /// The README's examples, run as doc tests so that they stay true.

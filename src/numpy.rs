@@ -23,7 +23,7 @@
 
 use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
-use crate::element::XlaElement;
+use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::FoldOrder;
 use crate::error::{BroadcastError, Result};
 use crate::ops::{check_out, zip_collect, DimMaxOf};
@@ -176,17 +176,17 @@ where
 }
 
 macro_rules! numpy_family {
-    ($( $name:ident, $bound:path, $ret:ty, $f:expr, $expect:literal; )*) => {$(
-        #[doc = concat!("`", stringify!($name), "` under NumPy broadcasting (element semantics: [`XlaElement`] for arithmetic, IEEE for comparisons).")]
+    ($( $name:ident, $bound:path, $ret:ty, $f:expr, $t:literal, $expect:literal; )*) => {$(
+        #[doc = concat!("`", stringify!($name), "` under NumPy broadcasting (element semantics: XLA's, see [`crate::element`], for arithmetic; IEEE for comparisons).")]
         ///
         /// ```
         /// use ndarray::array;
         /// use xla_bcast::numpy;
         ///
-        /// let a = array![[1i64, 2], [3, 4]];
-        #[doc = concat!("let r = numpy::", stringify!($name), "(&a, &array![2i64, 3]).unwrap();")]
+        #[doc = concat!("let a = array![[1", $t, ", 2", $t, "], [3", $t, ", 4", $t, "]];")]
+        #[doc = concat!("let r = numpy::", stringify!($name), "(&a, &array![2", $t, ", 3", $t, "]).unwrap();")]
         #[doc = concat!("assert_eq!(r[[1, 1]], ", $expect, "); // 4 ", stringify!($name), " 3")]
-        #[doc = concat!("assert!(numpy::", stringify!($name), "(&a, &array![1i64, 2, 3]).is_err());")]
+        #[doc = concat!("assert!(numpy::", stringify!($name), "(&a, &array![1", $t, ", 2", $t, ", 3", $t, "]).is_err());")]
         /// ```
         pub fn $name<A, D, E>(a: &ArrayRef<A, D>, b: &ArrayRef<A, E>) -> Result<Array<$ret, DimMaxOf<D, E>>>
         where
@@ -200,21 +200,32 @@ macro_rules! numpy_family {
 }
 
 numpy_family! {
-    add, XlaElement, A, A::xla_add, "7";
-    sub, XlaElement, A, A::xla_sub, "1";
-    mul, XlaElement, A, A::xla_mul, "12";
-    div, XlaElement, A, A::xla_div, "1";
-    rem, XlaElement, A, A::xla_rem, "1";
-    max, XlaElement, A, A::xla_max, "4";
-    min, XlaElement, A, A::xla_min, "3";
-    pow, XlaElement, A, A::xla_pow, "64";
-    eq, Compare, bool, |x: A, y: A| x == y, "false";
-    ne, Compare, bool, |x: A, y: A| x != y, "true";
-    lt, Compare, bool, |x: A, y: A| x < y, "false";
-    le, Compare, bool, |x: A, y: A| x <= y, "false";
-    gt, Compare, bool, |x: A, y: A| x > y, "true";
-    ge, Compare, bool, |x: A, y: A| x >= y, "true";
+    add, XlaElement, A, A::xla_add, "i64", "7";
+    sub, XlaNumber, A, A::xla_sub, "i64", "1";
+    mul, XlaElement, A, A::xla_mul, "i64", "12";
+    div, XlaNumber, A, A::xla_div, "i64", "1";
+    rem, XlaReal, A, A::xla_rem, "i64", "1";
+    max, XlaOrd, A, A::xla_max, "i64", "4";
+    min, XlaOrd, A, A::xla_min, "i64", "3";
+    pow, XlaNumber, A, A::xla_pow, "i64", "64";
+    and, XlaBitwise, A, A::xla_and, "i64", "0";
+    or, XlaBitwise, A, A::xla_or, "i64", "7";
+    xor, XlaBitwise, A, A::xla_xor, "i64", "7";
+    shift_left, XlaInteger, A, A::xla_shift_left, "i64", "32";
+    shift_right_arithmetic, XlaInteger, A, A::xla_shift_right_arithmetic, "i64", "0";
+    shift_right_logical, XlaInteger, A, A::xla_shift_right_logical, "i64", "0";
+    atan2, XlaFloat, A, A::xla_atan2, "f64", "4f64.atan2(3.0)";
+    eq, Equal, bool, |x: A, y: A| x == y, "i64", "false";
+    ne, Equal, bool, |x: A, y: A| x != y, "i64", "true";
+    lt, Compare, bool, |x: A, y: A| x < y, "i64", "false";
+    le, Compare, bool, |x: A, y: A| x <= y, "i64", "false";
+    gt, Compare, bool, |x: A, y: A| x > y, "i64", "true";
+    ge, Compare, bool, |x: A, y: A| x >= y, "i64", "true";
 }
+
+/// What `eq` and `ne` need of an element (complex numbers have them, not an order).
+pub trait Equal: PartialEq + Clone + Sync {}
+impl<T: PartialEq + Clone + Sync> Equal for T {}
 
 /// What the comparisons need of an element.
 pub trait Compare: PartialOrd + Clone + Sync {}

@@ -20,16 +20,18 @@
 //! assert!(f.t().add_bcast(&f.t(), &[]).unwrap().is_standard_layout());
 //! ```
 
-use std::ops::{Add, Div, Mul, Rem, Sub};
+use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Rem, Shl, Shr, Sub};
 
 use ndarray::{Array, ArrayBase, ArrayRef, ArrayView, Data, DimMax, Dimension, IxDyn};
 
-use crate::element::XlaElement;
+use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine;
 use crate::engine::flat::FlatSrc;
 use crate::engine::Src;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, checked_size_for, iota, merge_dim, select_shape, Dims};
+use crate::shape::{
+    binary_plan, checked_size_for, clamp_shape, iota, merge_dim, select_shape, Dims,
+};
 use crate::view::broadcast_in_dim_view;
 
 /// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
@@ -474,17 +476,18 @@ impl<A, D: Dimension> ZipBcast<A, D> for ArrayRef<A, D> {
 /// Generates the arithmetic family: for each op, the allocating method, `_into` and the in-place
 /// `_assign` form, all over the same three implementations above.
 macro_rules! arith_family {
-    ($( $op:literal, $elem:ident, $name:ident, $into:ident, $assign:ident, $expect:literal; )*) => {
-        /// The strict XLA arithmetic ops, on every ndarray array and view.
+    ($( $op:literal, $bound:ident, $elem:ident, $name:ident, $into:ident, $assign:ident, $t:literal, $expect:literal; )*) => {
+        /// The strict XLA elementwise binary ops, on every ndarray array and view.
         ///
         /// Each op takes the rhs and its explicit `broadcast_dimensions` (XLA's rule, see
-        /// [`crate::shape::binary_op_shape`]), computes with XLA's element semantics
-        /// ([`XlaElement`]) and comes in three forms: `op_bcast` (a fresh array whose dimension
+        /// [`crate::shape::binary_op_shape`]), computes with XLA's element semantics (see
+        /// [`crate::element`]: each op exists for the element types XLA defines it on, checked at
+        /// compile time) and comes in three forms: `op_bcast` (a fresh array whose dimension
         /// type is ndarray's `DimMax` of the operands'), `op_bcast_into` (into a caller's array of
         /// the result shape) and `op_assign_bcast` (in place, `self` already has the result shape).
         pub trait ArithBcast<A: XlaElement, D: Dimension> {
             $(
-                #[doc = concat!("Elementwise `", $op, "` with XLA broadcasting (`XlaElement::", stringify!($elem), "`).")]
+                #[doc = concat!("Elementwise `", $op, "` with XLA broadcasting ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]
                 ///
                 /// # Errors
                 /// Any [`BroadcastError`] of [`crate::shape::binary_op_shape`].
@@ -493,14 +496,15 @@ macro_rules! arith_family {
                 /// use ndarray::array;
                 /// use xla_bcast::prelude::*;
                 ///
-                /// let a = array![[1i64, 2], [3, 4]];
-                /// let v = array![2i64, 3];
+                #[doc = concat!("let a = array![[1", $t, ", 2", $t, "], [3", $t, ", 4", $t, "]];")]
+                #[doc = concat!("let v = array![2", $t, ", 3", $t, "];")]
                 #[doc = concat!("let c = a.", stringify!($name), "(&v, &[1]).unwrap();")]
                 #[doc = concat!("assert_eq!(c[[1, 1]], ", $expect, "); // 4 ", $op, " 3")]
                 #[doc = concat!("assert!(a.", stringify!($name), "(&v, &[]).is_err()); // no implicit rank promotion")]
                 /// ```
                 fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<A, DimMaxOf<D, E>>>
                 where
+                    A: $bound,
                     D: DimMax<E>,
                     E: Dimension;
 
@@ -510,12 +514,13 @@ macro_rules! arith_family {
                 /// use ndarray::{array, Array2};
                 /// use xla_bcast::prelude::*;
                 ///
-                /// let mut out = Array2::<i64>::zeros((2, 2));
-                #[doc = concat!("array![[1i64, 2], [3, 4]].", stringify!($into), "(&array![2i64, 3], &[1], &mut out).unwrap();")]
+                #[doc = concat!("let mut out = Array2::from_elem((2, 2), 0", $t, ");")]
+                #[doc = concat!("array![[1", $t, ", 2", $t, "], [3", $t, ", 4", $t, "]].", stringify!($into), "(&array![2", $t, ", 3", $t, "], &[1], &mut out).unwrap();")]
                 #[doc = concat!("assert_eq!(out[[1, 1]], ", $expect, ");")]
                 /// ```
                 fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<A, O>) -> Result<()>
                 where
+                    A: $bound,
                     E: Dimension,
                     O: Dimension;
 
@@ -525,12 +530,13 @@ macro_rules! arith_family {
                 /// use ndarray::array;
                 /// use xla_bcast::prelude::*;
                 ///
-                /// let mut a = array![[1i64, 2], [3, 4]];
-                #[doc = concat!("a.", stringify!($assign), "(&array![2i64, 3], &[1]).unwrap();")]
+                #[doc = concat!("let mut a = array![[1", $t, ", 2", $t, "], [3", $t, ", 4", $t, "]];")]
+                #[doc = concat!("a.", stringify!($assign), "(&array![2", $t, ", 3", $t, "], &[1]).unwrap();")]
                 #[doc = concat!("assert_eq!(a[[1, 1]], ", $expect, ");")]
                 /// ```
                 fn $assign<E>(&mut self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<()>
                 where
+                    A: $bound,
                     E: Dimension;
             )*
 
@@ -553,6 +559,7 @@ macro_rules! arith_family {
             $(
                 fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<A, DimMaxOf<D, E>>>
                 where
+                    A: $bound,
                     D: DimMax<E>,
                     E: Dimension,
                 {
@@ -561,6 +568,7 @@ macro_rules! arith_family {
 
                 fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<A, O>) -> Result<()>
                 where
+                    A: $bound,
                     E: Dimension,
                     O: Dimension,
                 {
@@ -569,6 +577,7 @@ macro_rules! arith_family {
 
                 fn $assign<E>(&mut self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<()>
                 where
+                    A: $bound,
                     E: Dimension,
                 {
                     zip_assign($op, self, rhs, broadcast_dimensions, A::$elem)
@@ -583,23 +592,32 @@ macro_rules! arith_family {
 }
 
 arith_family! {
-    "add", xla_add, add_bcast, add_bcast_into, add_assign_bcast, "7";
-    "sub", xla_sub, sub_bcast, sub_bcast_into, sub_assign_bcast, "1";
-    "mul", xla_mul, mul_bcast, mul_bcast_into, mul_assign_bcast, "12";
-    "div", xla_div, div_bcast, div_bcast_into, div_assign_bcast, "1";
-    "rem", xla_rem, rem_bcast, rem_bcast_into, rem_assign_bcast, "1";
-    "max", xla_max, max_bcast, max_bcast_into, max_assign_bcast, "4";
-    "min", xla_min, min_bcast, min_bcast_into, min_assign_bcast, "3";
-    "pow", xla_pow, pow_bcast, pow_bcast_into, pow_assign_bcast, "64";
+    "add", XlaElement, xla_add, add_bcast, add_bcast_into, add_assign_bcast, "i64", "7";
+    "sub", XlaNumber, xla_sub, sub_bcast, sub_bcast_into, sub_assign_bcast, "i64", "1";
+    "mul", XlaElement, xla_mul, mul_bcast, mul_bcast_into, mul_assign_bcast, "i64", "12";
+    "div", XlaNumber, xla_div, div_bcast, div_bcast_into, div_assign_bcast, "i64", "1";
+    "rem", XlaReal, xla_rem, rem_bcast, rem_bcast_into, rem_assign_bcast, "i64", "1";
+    "max", XlaOrd, xla_max, max_bcast, max_bcast_into, max_assign_bcast, "i64", "4";
+    "min", XlaOrd, xla_min, min_bcast, min_bcast_into, min_assign_bcast, "i64", "3";
+    "pow", XlaNumber, xla_pow, pow_bcast, pow_bcast_into, pow_assign_bcast, "i64", "64";
+    "and", XlaBitwise, xla_and, and_bcast, and_bcast_into, and_assign_bcast, "i64", "0";
+    "or", XlaBitwise, xla_or, or_bcast, or_bcast_into, or_assign_bcast, "i64", "7";
+    "xor", XlaBitwise, xla_xor, xor_bcast, xor_bcast_into, xor_assign_bcast, "i64", "7";
+    "shift_left", XlaInteger, xla_shift_left, shift_left_bcast, shift_left_bcast_into, shift_left_assign_bcast, "i64", "32";
+    "shift_right_arithmetic", XlaInteger, xla_shift_right_arithmetic, shift_right_arithmetic_bcast, shift_right_arithmetic_bcast_into, shift_right_arithmetic_assign_bcast, "i64", "0";
+    "shift_right_logical", XlaInteger, xla_shift_right_logical, shift_right_logical_bcast, shift_right_logical_bcast_into, shift_right_logical_assign_bcast, "i64", "0";
+    "atan2", XlaFloat, xla_atan2, atan2_bcast, atan2_bcast_into, atan2_assign_bcast, "f64", "4f64.atan2(3.0)";
 }
 
 /// Generates the comparison family over the same implementation.
 macro_rules! compare_family {
-    ($( $op:literal, $name:ident, $into:ident, $cmp:tt, $expect:literal; )*) => {
+    ($( $op:literal, $name:ident, $into:ident, $bound:ident, $cmp:tt, $expect:literal; )*) => {
         /// XLA `Compare` with broadcasting, giving `bool` arrays, on every ndarray array and view.
         ///
-        /// Floats compare as IEEE-754 does (any comparison with NaN is false, except `ne`).
-        pub trait CompareBcast<A: PartialOrd + Clone + Sync, D: Dimension> {
+        /// Floats compare as IEEE-754 does (any comparison with NaN is false, except `ne`);
+        /// `bool` orders `false < true`. `eq` and `ne` need only `PartialEq` (complex numbers
+        /// have them), the orderings `PartialOrd`.
+        pub trait CompareBcast<A: Clone + Sync, D: Dimension> {
             $(
                 #[doc = concat!("`self ", stringify!($cmp), " rhs` elementwise with XLA broadcasting.")]
                 ///
@@ -613,6 +631,7 @@ macro_rules! compare_family {
                 /// ```
                 fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<bool, DimMaxOf<D, E>>>
                 where
+                    A: $bound,
                     D: DimMax<E>,
                     E: Dimension;
 
@@ -628,15 +647,17 @@ macro_rules! compare_family {
                 /// ```
                 fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<bool, O>) -> Result<()>
                 where
+                    A: $bound,
                     E: Dimension,
                     O: Dimension;
             )*
         }
 
-        impl<A: PartialOrd + Clone + Sync, D: Dimension> CompareBcast<A, D> for ArrayRef<A, D> {
+        impl<A: Clone + Sync, D: Dimension> CompareBcast<A, D> for ArrayRef<A, D> {
             $(
                 fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<bool, DimMaxOf<D, E>>>
                 where
+                    A: $bound,
                     D: DimMax<E>,
                     E: Dimension,
                 {
@@ -645,6 +666,7 @@ macro_rules! compare_family {
 
                 fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<bool, O>) -> Result<()>
                 where
+                    A: $bound,
                     E: Dimension,
                     O: Dimension,
                 {
@@ -656,12 +678,12 @@ macro_rules! compare_family {
 }
 
 compare_family! {
-    "eq", eq_bcast, eq_bcast_into, ==, "[[false, false], [false, true]]";
-    "ne", ne_bcast, ne_bcast_into, !=, "[[true, true], [true, false]]";
-    "lt", lt_bcast, lt_bcast_into, <, "[[true, true], [false, false]]";
-    "le", le_bcast, le_bcast_into, <=, "[[true, true], [false, true]]";
-    "gt", gt_bcast, gt_bcast_into, >, "[[false, false], [true, false]]";
-    "ge", ge_bcast, ge_bcast_into, >=, "[[false, false], [true, true]]";
+    "eq", eq_bcast, eq_bcast_into, PartialEq, ==, "[[false, false], [false, true]]";
+    "ne", ne_bcast, ne_bcast_into, PartialEq, !=, "[[true, true], [true, false]]";
+    "lt", lt_bcast, lt_bcast_into, PartialOrd, <, "[[true, true], [false, false]]";
+    "le", le_bcast, le_bcast_into, PartialOrd, <=, "[[true, true], [false, true]]";
+    "gt", gt_bcast, gt_bcast_into, PartialOrd, >, "[[false, false], [true, false]]";
+    "ge", ge_bcast, ge_bcast_into, PartialOrd, >=, "[[false, false], [true, true]]";
 }
 
 /// `select`'s three operands as engine inputs at their common shape, kept in `out`.
@@ -687,6 +709,137 @@ where
         Src::placed(op, on_true, shape, &iota(on_true.ndim()))?,
         Src::placed(op, on_false, shape, &iota(on_false.ndim()))?,
     ))
+}
+
+/// `clamp`'s bounds as engine inputs at the operand's shape, kept in `out`; the rule's error
+/// when a bound is neither a scalar nor of that shape.
+fn clamp_bounds<'m, 'n, 'o: 'm + 'n, A, E1: Dimension, E2: Dimension>(
+    min: &'m ArrayRef<A, E1>,
+    operand: &[usize],
+    max: &'n ArrayRef<A, E2>,
+    out: &'o mut Dims,
+) -> Result<(Src<'m, A>, Src<'n, A>)> {
+    *out = Dims::from_slice(&clamp_shape(min.shape(), operand, max.shape())?);
+    let out: &'o Dims = out;
+    let place = |rank: usize| iota(rank);
+    Ok((
+        Src::placed("clamp", min, out, &place(min.ndim()))?,
+        Src::placed("clamp", max, out, &place(max.ndim()))?,
+    ))
+}
+
+/// XLA `Clamp(min, operand, max)` on every ndarray array and view (the operand): each element
+/// held between its bounds, `min(max(x, min), max)` with XLA's `max` and `min` (NaN propagates;
+/// `bool`: `(x | min) & max`). Each bound is a scalar (rank 0) or has the operand's shape.
+pub trait ClampBcast<A, D: Dimension> {
+    /// `self` clamped between `min` and `max`, into a fresh array of `self`'s shape.
+    ///
+    /// # Errors
+    /// [`BroadcastError::ClampShape`] when a bound is neither rank 0 nor of `self`'s shape.
+    ///
+    /// ```
+    /// use ndarray::{arr0, array};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// // StableHLO's `clamp_op_test_si64_min_scalar`.
+    /// let x = array![2i64, 3, -1];
+    /// assert_eq!(x.clamp_bcast(&array![0, 0, -2], &arr0(1)).unwrap(), array![1, 1, -1]);
+    /// assert!(x.clamp_bcast(&array![0, 0], &arr0(1)).is_err());
+    /// ```
+    fn clamp_bcast<E1: Dimension, E2: Dimension>(
+        &self,
+        min: &ArrayRef<A, E1>,
+        max: &ArrayRef<A, E2>,
+    ) -> Result<Array<A, D>>
+    where
+        A: XlaOrd;
+
+    /// [`clamp_bcast`](ClampBcast::clamp_bcast) into `out`, which must have `self`'s shape
+    /// (otherwise [`BroadcastError::OutputShape`] and nothing is written).
+    ///
+    /// ```
+    /// use ndarray::{arr0, array, Array1};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let mut out = Array1::zeros(3);
+    /// array![0.5, -3.0, 9.0].clamp_bcast_into(&arr0(-1.0), &arr0(1.0), &mut out).unwrap();
+    /// assert_eq!(out, array![0.5, -1.0, 1.0]);
+    /// ```
+    fn clamp_bcast_into<E1: Dimension, E2: Dimension, O: Dimension>(
+        &self,
+        min: &ArrayRef<A, E1>,
+        max: &ArrayRef<A, E2>,
+        out: &mut ArrayRef<A, O>,
+    ) -> Result<()>
+    where
+        A: XlaOrd;
+
+    /// `self` clamped in place (on error, `self` is unchanged).
+    ///
+    /// ```
+    /// use ndarray::{arr0, array};
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let mut x = array![[1u8, 200], [7, 90]];
+    /// x.clamp_assign_bcast(&arr0(5), &array![[100, 100], [6, 100]]).unwrap();
+    /// assert_eq!(x, array![[5, 100], [6, 90]]);
+    /// ```
+    fn clamp_assign_bcast<E1: Dimension, E2: Dimension>(
+        &mut self,
+        min: &ArrayRef<A, E1>,
+        max: &ArrayRef<A, E2>,
+    ) -> Result<()>
+    where
+        A: XlaOrd;
+}
+
+impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {
+    fn clamp_bcast<E1: Dimension, E2: Dimension>(
+        &self,
+        min: &ArrayRef<A, E1>,
+        max: &ArrayRef<A, E2>,
+    ) -> Result<Array<A, D>>
+    where
+        A: XlaOrd,
+    {
+        let mut shape = Dims::new();
+        let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
+        let clamp = |x: A, lo: A, hi: A| x.xla_max(lo).xla_min(hi);
+        engine::collect_zip3("clamp", self.raw_dim(), (&Src::of(self), &lo, &hi), &clamp)
+    }
+
+    fn clamp_bcast_into<E1: Dimension, E2: Dimension, O: Dimension>(
+        &self,
+        min: &ArrayRef<A, E1>,
+        max: &ArrayRef<A, E2>,
+        out: &mut ArrayRef<A, O>,
+    ) -> Result<()>
+    where
+        A: XlaOrd,
+    {
+        let mut shape = Dims::new();
+        let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
+        check_out("clamp", self.shape(), out.shape())?;
+        let clamp = |x: A, lo: A, hi: A| x.xla_max(lo).xla_min(hi);
+        engine::zip3(out, &Src::of(self), &lo, &hi, &clamp);
+        Ok(())
+    }
+
+    fn clamp_assign_bcast<E1: Dimension, E2: Dimension>(
+        &mut self,
+        min: &ArrayRef<A, E1>,
+        max: &ArrayRef<A, E2>,
+    ) -> Result<()>
+    where
+        A: XlaOrd,
+    {
+        let mut shape = Dims::new();
+        let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
+        // min(max(x, lo), hi) as two passes in place: the same values as one.
+        engine::update(self, &lo, &A::xla_max);
+        engine::update(self, &hi, &A::xla_min);
+        Ok(())
+    }
 }
 
 /// XLA `Select` on a `bool` predicate array or view.
@@ -831,10 +984,10 @@ fn strict_op<A: XlaElement, D: Dimension + DimMax<E>, E: Dimension>(
 }
 
 macro_rules! strict_operators {
-    ($( $trait:ident, $method:ident, $op:literal, $elem:ident; )*) => {$(
+    ($( $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident; )*) => {$(
         impl<'a, 'b, A, D, S, E> $trait<&'b ArrayBase<S, E>> for Strict<'a, A, D>
         where
-            A: XlaElement,
+            A: $bound,
             S: Data<Elem = A>,
             D: Dimension + DimMax<E>,
             E: Dimension,
@@ -847,7 +1000,7 @@ macro_rules! strict_operators {
 
         impl<'a, 'b, A, D, E> $trait<Strict<'b, A, E>> for Strict<'a, A, D>
         where
-            A: XlaElement,
+            A: $bound,
             D: Dimension + DimMax<E>,
             E: Dimension,
         {
@@ -859,7 +1012,7 @@ macro_rules! strict_operators {
 
         impl<'a, A, D> $trait<A> for Strict<'a, A, D>
         where
-            A: XlaElement,
+            A: $bound,
             D: Dimension,
         {
             type Output = Array<A, D>;
@@ -872,11 +1025,16 @@ macro_rules! strict_operators {
 }
 
 strict_operators! {
-    Add, add, "add", xla_add;
-    Sub, sub, "sub", xla_sub;
-    Mul, mul, "mul", xla_mul;
-    Div, div, "div", xla_div;
-    Rem, rem, "rem", xla_rem;
+    Add, add, "add", XlaElement, xla_add;
+    Sub, sub, "sub", XlaNumber, xla_sub;
+    Mul, mul, "mul", XlaElement, xla_mul;
+    Div, div, "div", XlaNumber, xla_div;
+    Rem, rem, "rem", XlaReal, xla_rem;
+    BitAnd, bitand, "and", XlaBitwise, xla_and;
+    BitOr, bitor, "or", XlaBitwise, xla_or;
+    BitXor, bitxor, "xor", XlaBitwise, xla_xor;
+    Shl, shl, "shift_left", XlaInteger, xla_shift_left;
+    Shr, shr, "shift_right_arithmetic", XlaInteger, xla_shift_right_arithmetic;
 }
 
 #[cfg(test)]

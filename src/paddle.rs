@@ -19,7 +19,7 @@
 
 use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
 
-use crate::element::XlaElement;
+use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::FoldOrder;
 use crate::error::Result;
 use crate::ops::{check_out, into_dim, zip_collect, DimMaxOf};
@@ -88,21 +88,21 @@ where
 }
 
 macro_rules! paddle_family {
-    ($( $name:ident, $elem:ident, $expect:literal; )*) => {$(
-        #[doc = concat!("Paddle's `", stringify!($name), "(x, y, axis)`, with XLA element semantics ([`XlaElement::", stringify!($elem), "`]).")]
+    ($( $name:ident, $bound:ident, $elem:ident, $t:literal, $expect:literal; )*) => {$(
+        #[doc = concat!("Paddle's `", stringify!($name), "(x, y, axis)`, with XLA element semantics ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]
         ///
         /// ```
         /// use ndarray::array;
         /// use xla_bcast::paddle;
         ///
-        /// let x = array![[1i64, 2], [3, 4]];
-        #[doc = concat!("let r = paddle::", stringify!($name), "(&x, &array![2i64, 3], -1).unwrap();")]
+        #[doc = concat!("let x = array![[1", $t, ", 2", $t, "], [3", $t, ", 4", $t, "]];")]
+        #[doc = concat!("let r = paddle::", stringify!($name), "(&x, &array![2", $t, ", 3", $t, "], -1).unwrap();")]
         #[doc = concat!("assert_eq!(r[[1, 1]], ", $expect, "); // 4 and 3")]
-        #[doc = concat!("assert!(paddle::", stringify!($name), "(&x, &array![2i64, 3, 4], 1).is_err());")]
+        #[doc = concat!("assert!(paddle::", stringify!($name), "(&x, &array![2", $t, ", 3", $t, ", 4", $t, "], 1).is_err());")]
         /// ```
         pub fn $name<A, D, E>(x: &ArrayRef<A, D>, y: &ArrayRef<A, E>, axis: isize) -> Result<Array<A, DimMaxOf<D, E>>>
         where
-            A: XlaElement,
+            A: $bound,
             D: Dimension + DimMax<E>,
             E: Dimension,
         {
@@ -112,14 +112,21 @@ macro_rules! paddle_family {
 }
 
 paddle_family! {
-    elementwise_add, xla_add, "7";
-    elementwise_sub, xla_sub, "1";
-    elementwise_mul, xla_mul, "12";
-    elementwise_div, xla_div, "1";
-    elementwise_max, xla_max, "4";
-    elementwise_min, xla_min, "3";
-    elementwise_pow, xla_pow, "64";
-    elementwise_mod, xla_rem, "1";
+    elementwise_add, XlaElement, xla_add, "i64", "7";
+    elementwise_sub, XlaNumber, xla_sub, "i64", "1";
+    elementwise_mul, XlaElement, xla_mul, "i64", "12";
+    elementwise_div, XlaNumber, xla_div, "i64", "1";
+    elementwise_max, XlaOrd, xla_max, "i64", "4";
+    elementwise_min, XlaOrd, xla_min, "i64", "3";
+    elementwise_pow, XlaNumber, xla_pow, "i64", "64";
+    elementwise_mod, XlaReal, xla_rem, "i64", "1";
+    elementwise_and, XlaBitwise, xla_and, "i64", "0";
+    elementwise_or, XlaBitwise, xla_or, "i64", "7";
+    elementwise_xor, XlaBitwise, xla_xor, "i64", "7";
+    elementwise_shift_left, XlaInteger, xla_shift_left, "i64", "32";
+    elementwise_shift_right_arithmetic, XlaInteger, xla_shift_right_arithmetic, "i64", "0";
+    elementwise_shift_right_logical, XlaInteger, xla_shift_right_logical, "i64", "0";
+    elementwise_atan2, XlaFloat, xla_atan2, "f64", "4f64.atan2(3.0)";
 }
 
 /// The gradients of `x` and `y` of a Paddle `elementwise_add`/`_sub`-style op with `axis`,

@@ -10,6 +10,7 @@
 //! | `BroadcastInDim` (any order of dims: a permutation transposes) | StableHLO, JAX | [`broadcast_in_dim_shape`] |
 //! | NumPy / PyTorch implicit broadcasting | NumPy | [`numpy_shape`] |
 //! | Paddle's `axis` rule | PaddlePaddle | [`paddle_shape`] |
+//! | XLA `Select` and `Clamp` (three operands) | XLA, StableHLO | [`select_shape`], [`clamp_shape`] |
 
 use smallvec::SmallVec;
 
@@ -485,6 +486,28 @@ fn merge_paddle(
 pub fn select_shape(pred: &[usize], on_true: &[usize], on_false: &[usize]) -> Result<Vec<usize>> {
     let pt = binary_plan("select", pred, on_true, &[])?;
     Ok(binary_plan("select", &pt.out, on_false, &[])?.out.to_vec())
+}
+
+/// XLA's rule for `Clamp(min, operand, max)`: each bound is a scalar (rank 0) or has exactly
+/// the operand's shape (no other broadcasting, as StableHLO's `clamp` requires); the result has
+/// the operand's shape.
+///
+/// ```
+/// use xla_bcast::shape::clamp_shape;
+/// assert_eq!(clamp_shape(&[], &[2, 3], &[2, 3]).unwrap(), vec![2, 3]);
+/// assert!(clamp_shape(&[1, 3], &[2, 3], &[]).is_err()); // a row is neither
+/// ```
+pub fn clamp_shape(min: &[usize], operand: &[usize], max: &[usize]) -> Result<Vec<usize>> {
+    let fits = |bound: &[usize]| bound.is_empty() || bound == operand;
+    if !fits(min) || !fits(max) {
+        return Err(BroadcastError::ClampShape {
+            op: "clamp",
+            min: min.into(),
+            operand: operand.into(),
+            max: max.into(),
+        });
+    }
+    Ok(operand.to_vec())
 }
 
 #[cfg(test)]

@@ -542,7 +542,7 @@ fn small_transposed_operands_are_staged() {
 fn flipped_transposes_are_staged() {
     fn check<T>(m: usize, n: usize, f: impl Fn(usize) -> T)
     where
-        T: xla_bcast::XlaElement + std::ops::Add<Output = T> + std::ops::Sub<Output = T>,
+        T: xla_bcast::XlaNumber + std::ops::Add<Output = T> + std::ops::Sub<Output = T>,
         T: PartialEq + std::fmt::Debug,
     {
         // x[i][j] = t[j][m - 1 - i]: strides (-1, m).
@@ -605,7 +605,7 @@ fn flipped_transposes_are_staged() {
 fn stepped_transposes_are_staged() {
     fn check<T>(m: usize, n: usize, step: isize, f: impl Fn(usize) -> T)
     where
-        T: xla_bcast::XlaElement + std::ops::Add<Output = T> + std::ops::Sub<Output = T>,
+        T: xla_bcast::XlaNumber + std::ops::Add<Output = T> + std::ops::Sub<Output = T>,
         T: PartialEq + std::fmt::Debug,
     {
         let t = Array2::from_shape_fn((n, m * step.unsigned_abs() + 1), |(i, j)| f(i * 13 + j * 7));
