@@ -28,6 +28,40 @@
 //! [`XlaInteger`] (shifts) and [`XlaFloat`] (`atan2`). The sub-byte integers of XLA (`i2`,
 //! `i4`, `ui2`, `ui4`) have no Rust type and are not supported.
 //!
+//! An op a type does not have does not compile: a shift of floats,
+//!
+//! ```compile_fail
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//! let _ = array![1.0f32].shift_left_bcast(&array![1.0f32], &[]);
+//! ```
+//!
+//! an `atan2` of integers,
+//!
+//! ```compile_fail
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//! let _ = array![1i32].atan2_bcast(&array![1i32], &[]);
+//! ```
+//!
+//! or a subtraction of `bool`s (XLA defines none for `PRED`):
+//!
+//! ```compile_fail
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//! let _ = array![true].sub_bcast(&array![false], &[]);
+//! ```
+//!
+//! while the same calls on the right types do:
+//!
+//! ```
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//! assert_eq!(array![1u8].shift_left_bcast(&array![3u8], &[]).unwrap(), array![8u8]);
+//! assert_eq!(array![0.0f32].atan2_bcast(&array![-1.0f32], &[]).unwrap()[0], std::f32::consts::PI);
+//! assert_eq!(array![true].add_bcast(&array![true], &[]).unwrap(), array![true]);
+//! ```
+//!
 //! | type | XlaElement | XlaNumber | XlaOrd | XlaReal | XlaBitwise | XlaInteger | XlaFloat |
 //! |---|---|---|---|---|---|---|---|
 //! | `i8`..`i64`, `isize`, `u8`..`u64`, `usize` | yes | yes | yes | yes | yes | yes | |

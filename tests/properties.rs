@@ -306,17 +306,36 @@ proptest! {
         let (sa, sb) = (storage(&ls, ka, seed), storage(&rs, kb, seed + 1));
         let (a, b) = (view_of(&sa, &ls, ka), view_of(&sb, &rs, kb));
         prop_assert_eq!(shape::binary_op_shape(&ls, &rs, &dims).ok(), ref_binary_shape(&ls, &rs, &dims));
-        let ops: [Op; 8] = [
+        // The references for the bitwise ops and shifts are written out here, not the crate's.
+        let ops: [Op; 14] = [
             (i32::xla_add, "add"), (i32::xla_sub, "sub"), (i32::xla_mul, "mul"), (i32::xla_div, "div"),
             (i32::xla_rem, "rem"), (i32::xla_max, "max"), (i32::xla_min, "min"), (i32::xla_pow, "pow"),
+            (|x, y| x & y, "and"), (|x, y| x | y, "or"), (|x, y| x ^ y, "xor"),
+            (|x, y| if (0..32).contains(&y) { x << y } else { 0 }, "shift_left"),
+            (|x, y| x >> if (0..32).contains(&y) { y } else { 31 }, "shift_right_arithmetic"),
+            (|x, y| if (0..32).contains(&y) { ((x as u32) >> y) as i32 } else { 0 }, "shift_right_logical"),
         ];
         for (f, name) in ops {
             let got = match name {
                 "add" => a.add_bcast(&b, &dims), "sub" => a.sub_bcast(&b, &dims), "mul" => a.mul_bcast(&b, &dims),
                 "div" => a.div_bcast(&b, &dims), "rem" => a.rem_bcast(&b, &dims), "max" => a.max_bcast(&b, &dims),
-                "min" => a.min_bcast(&b, &dims), _ => a.pow_bcast(&b, &dims),
+                "min" => a.min_bcast(&b, &dims), "pow" => a.pow_bcast(&b, &dims),
+                "and" => a.and_bcast(&b, &dims), "or" => a.or_bcast(&b, &dims), "xor" => a.xor_bcast(&b, &dims),
+                "shift_left" => a.shift_left_bcast(&b, &dims),
+                "shift_right_arithmetic" => a.shift_right_arithmetic_bcast(&b, &dims),
+                _ => a.shift_right_logical_bcast(&b, &dims),
             };
             prop_assert_eq!(got.ok(), ref_binary(&a, &b, &dims, f), "{}", name);
+        }
+        // atan2 on the same operands as f64, against std's atan2.
+        let (fa, fb) = (a.mapv(f64::from), b.mapv(f64::from));
+        let want = ref_binary(&a, &b, &dims, |x, y| x ^ y).map(|w| w.shape().to_vec());
+        let got = fa.atan2_bcast(&fb, &dims).ok();
+        prop_assert_eq!(got.as_ref().map(|g| g.shape().to_vec()), want);
+        if let Some(g) = got {
+            let ok = ref_binary(&a, &b, &dims, |x, y| f64::from(x).atan2(f64::from(y)).to_bits() as i32);
+            let bits = g.mapv(|v| v.to_bits() as i32);
+            prop_assert_eq!(Some(bits), ok);
         }
         if let Ok(r) = a.add_bcast(&b, &dims) {
             // One contiguous block, no negative stride; standard layout unless an input is
@@ -499,6 +518,28 @@ fn walk_matches_reference(
         acc.sub_assign_bcast(&b, &[]).unwrap();
         prop_assert_eq!(&acc, &want);
     }
+    // The new ops on the same walks: xor, an arithmetic shift by `b mod 40` (past the width
+    // too), and a clamp of `a` between `b` and a scalar.
+    let want = ArrayD::from_shape_fn(IxDyn(&out_shape), |i| at(&a, i.slice()) ^ at(&b, i.slice()));
+    prop_assert_eq!(&a.xor_bcast(&b, &[]).unwrap(), &want);
+    let amount = b.mapv(|v| v.rem_euclid(40));
+    let want = ArrayD::from_shape_fn(IxDyn(&out_shape), |i| {
+        at(&a, i.slice()) >> at(&amount.view(), i.slice()).min(31)
+    });
+    prop_assert_eq!(
+        &a.shift_right_arithmetic_bcast(&amount, &[]).unwrap(),
+        &want
+    );
+    if b.shape() == a.shape() {
+        let hi = ndarray::arr0(50);
+        let want = ArrayD::from_shape_fn(IxDyn(a.shape()), |i| {
+            at(&a, i.slice()).max(at(&b, i.slice())).min(50)
+        });
+        prop_assert_eq!(&a.clamp_bcast(&b, &hi).unwrap(), &want);
+        let mut acc = a.to_owned();
+        acc.clamp_assign_bcast(&b, &hi).unwrap();
+        prop_assert_eq!(&acc, &want);
+    }
     let f = a.mapv(|v| v as f64 * 0.5);
     let u = b.mapv(|v| v as u8);
     let wide = f.zip_bcast(&u, &[], |x, y| x * f64::from(y)).unwrap();
@@ -566,6 +607,11 @@ fn parallel_results_are_bit_identical_to_serial() {
             bits(&a.max_bcast(&b, &[]).unwrap()),
             bits(&a.rem_bcast(&b, &[]).unwrap()),
             bits(&t.t().sub_bcast(&b, &[]).unwrap()),
+            bits(&a.atan2_bcast(&b, &[]).unwrap()),
+            bits(
+                &a.clamp_bcast(&ndarray::arr0(-0.5), &ndarray::arr0(0.5))
+                    .unwrap(),
+            ),
             mask.iter().map(|&m| m as u64).collect(),
             bits(&mask.select_bcast(&a, &b).unwrap()),
             bits(&acc),

@@ -236,7 +236,10 @@ fn interpreter_tests_pass() {
     let mut expected_skips = vec!["i2", "i4", "ui2", "ui4"];
     expected_skips.extend(["bf16", "f16", "complex<f32>", "complex<f64>"]);
     for ty in skipped.keys() {
-        assert!(expected_skips.contains(&ty.as_str()), "no test ran for {ty}");
+        assert!(
+            expected_skips.contains(&ty.as_str()),
+            "no test ran for {ty}"
+        );
     }
     println!("{ran} interpreter tests passed; skipped by type: {skipped:?}");
     // Every case of a type the build has runs: 134 without the optional features.
