@@ -67,6 +67,15 @@
 //! | `i8`..`i64`, `isize`, `u8`..`u64`, `usize` | yes | yes | yes | yes | yes | yes | |
 //! | `f32`, `f64` | yes | yes | yes | yes | | | yes |
 //! | `bool` | yes | | yes | | yes | | |
+//! | `half::f16`, `half::bf16` (feature `half`) | yes | yes | yes | yes | | | yes |
+//! | `num_complex::Complex<f32>`, `Complex<f64>` (feature `complex`) | yes | yes | | | | | yes |
+//!
+//! `f16` and `bf16` compute as XLA's CPU compiler does: each op in `f32` (`atan2` in `f64`),
+//! rounded once to the type (for `+ - * /` that is the correctly rounded result). Complex
+//! numbers use the textbook formulas (`(a+bi)(c+di) = (ac-bd) + (ad+bc)i`, division by
+//! `c^2+d^2`), `pow(a, b) = exp(b ln a)` and `atan2(y, x) = -i ln((x + iy) / sqrt(x^2 + y^2))`
+//! (StableHLO's definition, computed in `f64`); they have `eq` and `ne` but no order, so no
+//! `max`, `min`, `clamp` or `lt`.
 /// An element type of the crate, with XLA's `add` and `mul` (every type has them; `bool`'s are
 /// logical or and and) and their identities, which sums need.
 ///
@@ -459,6 +468,98 @@ impl XlaBitwise for bool {
         self ^ rhs
     }
 }
+
+/// `f16` and `bf16`: each op in `f32` (exact for these types' `+ - * /` after one rounding).
+#[cfg(feature = "half")]
+macro_rules! half_float {
+    ($($t:ty),*) => {$(
+        impl XlaElement for $t {
+            #[inline(always)]
+            fn xla_add(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() + rhs.to_f32()) }
+            #[inline(always)]
+            fn xla_mul(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() * rhs.to_f32()) }
+            fn xla_zero() -> Self { <$t>::ZERO }
+            fn xla_one() -> Self { <$t>::ONE }
+        }
+
+        impl XlaNumber for $t {
+            #[inline(always)]
+            fn xla_sub(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() - rhs.to_f32()) }
+            #[inline(always)]
+            fn xla_div(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() / rhs.to_f32()) }
+            #[inline]
+            fn xla_pow(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32().powf(rhs.to_f32())) }
+        }
+
+        impl XlaOrd for $t {
+            #[inline(always)]
+            fn xla_max(self, rhs: Self) -> Self {
+                <$t>::from_f32(self.to_f32().xla_max(rhs.to_f32()))
+            }
+            #[inline(always)]
+            fn xla_min(self, rhs: Self) -> Self {
+                <$t>::from_f32(self.to_f32().xla_min(rhs.to_f32()))
+            }
+            fn xla_lowest() -> Self { <$t>::NEG_INFINITY }
+            fn xla_highest() -> Self { <$t>::INFINITY }
+        }
+
+        impl XlaReal for $t {
+            #[inline(always)]
+            fn xla_rem(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() % rhs.to_f32()) }
+        }
+
+        impl XlaFloat for $t {
+            #[inline]
+            fn xla_atan2(self, rhs: Self) -> Self {
+                <$t>::from_f64(self.to_f64().atan2(rhs.to_f64()))
+            }
+        }
+    )*};
+}
+
+#[cfg(feature = "half")]
+half_float!(half::f16, half::bf16);
+
+#[cfg(feature = "complex")]
+macro_rules! complex {
+    ($($t:ty),*) => {$(
+        impl XlaElement for num_complex::Complex<$t> {
+            #[inline(always)]
+            fn xla_add(self, rhs: Self) -> Self { self + rhs }
+            #[inline(always)]
+            fn xla_mul(self, rhs: Self) -> Self { self * rhs }
+            fn xla_zero() -> Self { Self::new(0.0, 0.0) }
+            fn xla_one() -> Self { Self::new(1.0, 0.0) }
+        }
+
+        impl XlaNumber for num_complex::Complex<$t> {
+            #[inline(always)]
+            fn xla_sub(self, rhs: Self) -> Self { self - rhs }
+            #[inline(always)]
+            fn xla_div(self, rhs: Self) -> Self { self / rhs }
+            #[inline]
+            fn xla_pow(self, rhs: Self) -> Self { self.powc(rhs) }
+        }
+
+        impl XlaFloat for num_complex::Complex<$t> {
+            #[inline]
+            fn xla_atan2(self, rhs: Self) -> Self {
+                use num_complex::Complex64;
+                let (y, x) = (
+                    Complex64::new(self.re as f64, self.im as f64),
+                    Complex64::new(rhs.re as f64, rhs.im as f64),
+                );
+                let i = Complex64::i();
+                let r = -i * ((x + i * y) / (x * x + y * y).sqrt()).ln();
+                Self::new(r.re as $t, r.im as $t)
+            }
+        }
+    )*};
+}
+
+#[cfg(feature = "complex")]
+complex!(f32, f64);
 
 #[cfg(test)]
 mod tests {

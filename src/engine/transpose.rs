@@ -10,8 +10,9 @@ use std::any::TypeId;
 
 use super::plan::TILE;
 
-/// The element size of `T` when its values may be copied as raw bits (a primitive number or
-/// `bool`: no padding, no drop, no interior mutability), else `None`.
+/// The element size of `T` when its values may be copied as raw bits (a primitive number,
+/// `bool`, or `half`'s `f16` and `bf16`: no padding, no drop, no interior mutability, aligned to
+/// their size), else `None`.
 pub(super) fn plain_size<T>() -> Option<usize> {
     let id = typeid::of::<T>();
     let plain: [TypeId; 13] = [
@@ -29,6 +30,10 @@ pub(super) fn plain_size<T>() -> Option<usize> {
         TypeId::of::<usize>(),
         TypeId::of::<bool>(),
     ];
+    #[cfg(feature = "half")]
+    if id == TypeId::of::<half::f16>() || id == TypeId::of::<half::bf16>() {
+        return Some(2);
+    }
     plain.contains(&id).then_some(std::mem::size_of::<T>())
 }
 
