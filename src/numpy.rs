@@ -26,7 +26,7 @@ use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::FoldOrder;
 use crate::error::{BroadcastError, Result};
-use crate::ops::{check_out, zip_collect, DimMaxOf};
+use crate::ops::{check_out, into_dim, zip_collect, ClampBcast, DimMaxOf};
 use crate::reduce::reduce_fresh;
 use crate::shape::numpy_shape_for;
 use crate::view::broadcast_in_dim_view;
@@ -221,6 +221,42 @@ numpy_family! {
     le, Compare, bool, |x: A, y: A| x <= y, "i64", "false";
     gt, Compare, bool, |x: A, y: A| x > y, "i64", "true";
     ge, Compare, bool, |x: A, y: A| x >= y, "i64", "true";
+}
+
+/// NumPy's `clip(a, a_min, a_max)` with XLA's `clamp` per element (`min(max(a, a_min), a_max)`,
+/// NaN propagating): the three broadcast together by NumPy's rule (NumPy clips with bounds of
+/// any broadcastable shape; XLA's own `clamp` takes only scalars or the operand's shape).
+///
+/// ```
+/// use ndarray::{arr0, array};
+/// use xla_bcast::numpy;
+///
+/// let a = array![[1, 5, 9], [-3, 4, 12]];
+/// let r = numpy::clamp(&a, &array![0, 2, 4], &arr0(8)).unwrap();
+/// assert_eq!(r, array![[1, 5, 8], [0, 4, 8]]);
+/// assert!(numpy::clamp(&a, &array![0, 2], &arr0(8)).is_err());
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn clamp<A, D, E1, E2>(
+    a: &ArrayRef<A, D>,
+    min: &ArrayRef<A, E1>,
+    max: &ArrayRef<A, E2>,
+) -> Result<Array<A, DimMaxOf<DimMaxOf<D, E1>, E2>>>
+where
+    A: XlaOrd,
+    D: Dimension + DimMax<E1>,
+    E1: Dimension,
+    E2: Dimension,
+    DimMaxOf<D, E1>: DimMax<E2>,
+{
+    let op = "clamp";
+    let shape = numpy_shape_for(op, &[a.shape(), min.shape(), max.shape()])?;
+    let (a, lo, hi) = (
+        broadcast_to(a, &shape)?,
+        broadcast_to(min, &shape)?,
+        broadcast_to(max, &shape)?,
+    );
+    into_dim(op, a.clamp_bcast(&lo, &hi)?)
 }
 
 /// What `eq` and `ne` need of an element (complex numbers have them, not an order).

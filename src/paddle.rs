@@ -22,7 +22,7 @@ use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::FoldOrder;
 use crate::error::Result;
-use crate::ops::{check_out, into_dim, zip_collect, DimMaxOf};
+use crate::ops::{check_out, into_dim, zip_collect, ClampBcast, DimMaxOf};
 use crate::reduce::reduce_fresh;
 use crate::shape::paddle_plan;
 
@@ -127,6 +127,22 @@ paddle_family! {
     elementwise_shift_right_arithmetic, XlaInteger, xla_shift_right_arithmetic, "i64", "0";
     elementwise_shift_right_logical, XlaInteger, xla_shift_right_logical, "i64", "0";
     elementwise_atan2, XlaFloat, xla_atan2, "f64", "4f64.atan2(3.0)";
+}
+
+/// Paddle's `clip(x, min, max)`: every element held between two scalars, with XLA's `clamp`
+/// per element (`min(max(x, min), max)`, NaN propagating).
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::paddle;
+///
+/// let x = array![[-2.0, 0.5], [3.0, f64::NAN]];
+/// let r = paddle::clip(&x, -1.0, 1.0).unwrap();
+/// assert_eq!(r.slice(ndarray::s![.., 0]), array![-1.0, 1.0]);
+/// assert!(r[[1, 1]].is_nan());
+/// ```
+pub fn clip<A: XlaOrd, D: Dimension>(x: &ArrayRef<A, D>, min: A, max: A) -> Result<Array<A, D>> {
+    x.clamp_bcast(&ndarray::arr0(min), &ndarray::arr0(max))
 }
 
 /// The gradients of `x` and `y` of a Paddle `elementwise_add`/`_sub`-style op with `axis`,

@@ -106,6 +106,26 @@ fn views_and_ops() {
     let mut small = Array1::<f32>::zeros(3);
     refuses("assign grows", || small.add_assign_bcast(&a, &[1]));
     refuses("select", || Array1::from_elem(2, true).select_bcast(&a, &a));
+    let bits = Array2::<u8>::ones((2, 3));
+    refuses("shift dims", || {
+        bits.shift_left_bcast(&Array1::<u8>::ones(3), &[0])
+    });
+    refuses("xor rank", || bits.xor_bcast(&Array1::<u8>::ones(3), &[]));
+    refuses("atan2", || a.atan2_bcast(&v, &[7]));
+    refuses("clamp row", || {
+        a.clamp_bcast(&Array2::zeros((1, 3)), &arr0(1.0))
+    });
+    refuses("clamp rank", || a.clamp_bcast(&arr0(0.0), &v));
+    let mut c = a.clone();
+    refuses("clamp in place", || c.clamp_assign_bcast(&v, &v));
+    assert_eq!(c, a);
+    let mut out = Array2::<f32>::zeros((3, 2));
+    refuses("clamp into", || {
+        a.clamp_bcast_into(&arr0(0.0), &arr0(1.0), &mut out)
+    });
+    refuses("numpy clamp", || {
+        numpy::clamp(&a, &Array1::<f32>::ones(2), &arr0(1.0))
+    });
     // A result too large to allocate, from zero-copy inputs: an error, not an abort.
     // (2^31 x 2^31 on 64-bit targets, 2^15 x 2^15 on 32-bit ones: too many bytes either way.)
     let big = 1usize << (usize::BITS / 2 - 1);
@@ -288,6 +308,13 @@ fn unallocatable_results_are_errors() {
         big.zip_bcast(&s, &[], |a, b| a * b).map(|r| r.len())
     });
     unallocatable("compare", || big.lt_bcast(&s, &[]).map(|r| r.len()));
+    unallocatable("atan2", || big.atan2_bcast(&s, &[]).map(|r| r.len()));
+    unallocatable("clamp", || big.clamp_bcast(&s, &s).map(|r| r.len()));
+    let bits = arr0(1u64);
+    let many = bits.broadcast_in_dim(&[n], &[]).unwrap();
+    unallocatable("shift", || {
+        many.shift_left_bcast(&bits, &[]).map(|r| r.len())
+    });
     let t = arr0(true);
     unallocatable("select", || t.select_bcast(&big, &s).map(|r| r.len()));
     unallocatable("reduce_in_dim", || {
