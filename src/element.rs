@@ -489,7 +489,11 @@ fn f16_to_f32(h: half::f16) -> f32 {
     }
     // Subnormals (and zero): renormalise through the float unit.
     let subnormal = f32::from_bits(bits + (1 << 23)) - f32::from_bits(113 << 23);
-    let bits = if exponent == 0 { subnormal.to_bits() } else { bits };
+    let bits = if exponent == 0 {
+        subnormal.to_bits()
+    } else {
+        bits
+    };
     f32::from_bits(bits | ((h & 0x8000) << 16))
 }
 
@@ -511,7 +515,11 @@ fn f32_to_f16(f: f32) -> half::f16 {
     // Normal results: rebias and round to nearest even on the 13 dropped bits.
     let odd = (magnitude >> 13) & 1;
     let normal = (magnitude.wrapping_sub((127 - 15) << 23) + 0xfff + odd) >> 13;
-    let special = if magnitude > 0x7f80_0000 { 0x7e00 } else { 0x7c00 };
+    let special = if magnitude > 0x7f80_0000 {
+        0x7e00
+    } else {
+        0x7c00
+    };
     let out = if magnitude >= OVERFLOW {
         special
     } else if magnitude < NORMAL {
@@ -662,7 +670,12 @@ mod tests {
             let (ours, theirs) = (f16_to_f32(h), h.to_f32());
             assert_eq!(ours.to_bits(), theirs.to_bits(), "{:#06x}", h.to_bits());
             if !h.is_nan() {
-                assert_eq!(f32_to_f16(ours).to_bits(), h.to_bits(), "{:#06x}", h.to_bits());
+                assert_eq!(
+                    f32_to_f16(ours).to_bits(),
+                    h.to_bits(),
+                    "{:#06x}",
+                    h.to_bits()
+                );
             }
         }
         let mut probes = vec![f32::MAX, f32::MIN_POSITIVE, 1e-10, 65520.0, 65519.99, 1e10];
