@@ -134,6 +134,11 @@ pub trait XlaOrd: XlaElement + PartialOrd {
     fn xla_lowest() -> Self;
     /// The largest value (+inf for floats), the identity of `min`.
     fn xla_highest() -> Self;
+    /// XLA's `clamp`: `min(max(self, lo), hi)`.
+    #[inline(always)]
+    fn xla_clamp(self, lo: Self, hi: Self) -> Self {
+        self.xla_max(lo).xla_min(hi)
+    }
 }
 
 /// Integers and real floats: `rem`.
@@ -438,13 +443,14 @@ impl XlaElement for bool {
 }
 
 impl XlaOrd for bool {
+    // PRED's max and min are its add and mul: or and and.
     #[inline(always)]
     fn xla_max(self, rhs: Self) -> Self {
-        self | rhs
+        self.xla_add(rhs)
     }
     #[inline(always)]
     fn xla_min(self, rhs: Self) -> Self {
-        self & rhs
+        self.xla_mul(rhs)
     }
     fn xla_lowest() -> Self {
         false

@@ -804,8 +804,8 @@ impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {
     {
         let mut shape = Dims::new();
         let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
-        let clamp = |x: A, lo: A, hi: A| x.xla_max(lo).xla_min(hi);
-        engine::collect_zip3("clamp", self.raw_dim(), (&Src::of(self), &lo, &hi), &clamp)
+        let inputs = (&Src::of(self), &lo, &hi);
+        engine::collect_zip3("clamp", self.raw_dim(), inputs, &A::xla_clamp)
     }
 
     fn clamp_bcast_into<E1: Dimension, E2: Dimension, O: Dimension>(
@@ -820,8 +820,7 @@ impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {
         let mut shape = Dims::new();
         let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
         check_out("clamp", self.shape(), out.shape())?;
-        let clamp = |x: A, lo: A, hi: A| x.xla_max(lo).xla_min(hi);
-        engine::zip3(out, &Src::of(self), &lo, &hi, &clamp);
+        engine::zip3(out, &Src::of(self), &lo, &hi, &A::xla_clamp);
         Ok(())
     }
 
