@@ -116,6 +116,9 @@ pub trait XlaNumber: XlaElement {
     /// `self` to the power `rhs` (integers: wrapping; a negative exponent gives `1` for base
     /// `1`, `+-1` for base `-1` by the exponent's parity, `0` otherwise).
     fn xla_pow(self, rhs: Self) -> Self;
+    /// `-self` (integers wrap: `-MIN = MIN`, unsigned `-x = 0 - x`; floats flip the sign bit,
+    /// of zeros and NaNs too).
+    fn xla_neg(self) -> Self;
 }
 
 /// Ordered elements (not complex): `max`, `min` (and `clamp`) and their identities.
@@ -167,6 +170,8 @@ pub trait XlaBitwise: XlaElement {
     fn xla_or(self, rhs: Self) -> Self;
     /// `self ^ rhs`.
     fn xla_xor(self, rhs: Self) -> Self;
+    /// `!self` (bitwise; `bool`: logical).
+    fn xla_not(self) -> Self;
 }
 
 /// Integers: the shifts, with XLA's rule for amounts at or past the bit width (and negative
@@ -272,6 +277,10 @@ macro_rules! int_common {
             fn xla_xor(self, rhs: Self) -> Self {
                 self ^ rhs
             }
+            #[inline(always)]
+            fn xla_not(self) -> Self {
+                !self
+            }
         }
 
         impl XlaInteger for $t {
@@ -327,6 +336,10 @@ macro_rules! signed_int {
                 // wrapping_div gives MIN / -1 = MIN.
                 if rhs == 0 { -1 } else { self.wrapping_div(rhs) }
             }
+            #[inline(always)]
+            fn xla_neg(self) -> Self {
+                self.wrapping_neg()
+            }
             #[inline]
             fn xla_pow(self, rhs: Self) -> Self {
                 match (self, rhs) {
@@ -352,6 +365,10 @@ macro_rules! unsigned_int {
             #[inline(always)]
             fn xla_div(self, rhs: Self) -> Self {
                 if rhs == 0 { <$t>::MAX } else { self / rhs }
+            }
+            #[inline(always)]
+            fn xla_neg(self) -> Self {
+                self.wrapping_neg()
             }
             #[inline]
             fn xla_pow(self, rhs: Self) -> Self {
@@ -379,6 +396,8 @@ macro_rules! float {
             fn xla_div(self, rhs: Self) -> Self { self / rhs }
             #[inline]
             fn xla_pow(self, rhs: Self) -> Self { self.powf(rhs) }
+            #[inline(always)]
+            fn xla_neg(self) -> Self { -self }
         }
 
         impl XlaOrd for $t {
@@ -472,6 +491,10 @@ impl XlaBitwise for bool {
     #[inline(always)]
     fn xla_xor(self, rhs: Self) -> Self {
         self ^ rhs
+    }
+    #[inline(always)]
+    fn xla_not(self) -> Self {
+        !self
     }
 }
 
@@ -588,6 +611,8 @@ macro_rules! half_float {
             fn xla_div(self, rhs: Self) -> Self { <$t as ViaF32>::narrow(self.widen() / rhs.widen()) }
             #[inline]
             fn xla_pow(self, rhs: Self) -> Self { <$t as ViaF32>::narrow(self.widen().powf(rhs.widen())) }
+            #[inline(always)]
+            fn xla_neg(self) -> Self { -self }
         }
 
         impl XlaOrd for $t {
@@ -639,6 +664,8 @@ macro_rules! complex {
             fn xla_div(self, rhs: Self) -> Self { self / rhs }
             #[inline]
             fn xla_pow(self, rhs: Self) -> Self { self.powc(rhs) }
+            #[inline(always)]
+            fn xla_neg(self) -> Self { -self }
         }
 
         impl XlaFloat for num_complex::Complex<$t> {

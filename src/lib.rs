@@ -30,7 +30,8 @@
 //! | module | concept |
 //! |---|---|
 //! | [`shape`] | the shape rules (XLA, degenerate, `broadcast_in_dim`, NumPy, Paddle) |
-//! | [`ops`] | the extension traits: views, the strict op family, comparisons, `select`, `strict()` |
+//! | [`ops`] | the extension traits: views, the strict op family, comparisons, `select`, `clamp` |
+//! | [`strict`] | [`Strict`](strict::Strict) arrays: `std::ops` operators with XLA's rule, expression-wide |
 //! | [`element`] | XLA's element semantics ([`XlaElement`]) |
 //! | [`reduce`] | the adjoint: results reduced back to an operand's shape |
 //! | [`numpy`], [`paddle`] | client-level wrappers with implicit rules |
@@ -54,6 +55,7 @@ pub mod ops;
 pub mod paddle;
 pub mod reduce;
 pub mod shape;
+pub mod strict;
 mod view;
 
 pub use element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
@@ -70,9 +72,11 @@ pub mod prelude {
     };
     pub use crate::error::BroadcastError;
     pub use crate::ops::{
-        ArithBcast, BroadcastInDim, ClampBcast, CompareBcast, SelectBcast, Strict, ZipBcast,
+        ArithBcast, BroadcastInDim, ClampBcast, CompareBcast, SelectBcast, ZipBcast,
     };
-    pub use crate::reduce::ReduceInDim;
+    pub use crate::reduce::{unbroadcast_grads, ReduceInDim};
+    pub use crate::strict::{IntoStrict, Strict, StrictArray, StrictView};
+    pub use crate::{set_parallelism, with_parallelism, Parallelism};
 }
 
 /// The README's examples, run as doc tests so that they stay true.

@@ -20,9 +20,7 @@
 //! assert!(f.t().add_bcast(&f.t(), &[]).unwrap().is_standard_layout());
 //! ```
 
-use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Rem, Shl, Shr, Sub};
-
-use ndarray::{Array, ArrayBase, ArrayRef, ArrayView, Data, DimMax, Dimension, IxDyn};
+use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine;
@@ -32,6 +30,7 @@ use crate::error::{BroadcastError, Result};
 use crate::shape::{
     binary_plan, checked_size_for, clamp_shape, iota, merge_dim, select_shape, Dims,
 };
+use crate::strict::{Strict, StrictView};
 use crate::view::broadcast_in_dim_view;
 
 /// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
@@ -540,9 +539,10 @@ macro_rules! arith_family {
                     E: Dimension;
             )*
 
-            /// This array behind the `std::ops` operators with strict XLA semantics: equal ranks
-            /// with degenerate (size-1) broadcasting, rank-0 arrays and scalars broadcast, no
-            /// rank promotion. See [`Strict`].
+            /// A view of this array behind the `std::ops` operators with strict XLA semantics:
+            /// equal ranks with degenerate (size-1) broadcasting, rank-0 arrays and scalars
+            /// broadcast, no rank promotion, and every result strict again. See
+            /// [`Strict`](crate::strict::Strict).
             ///
             /// ```
             /// use ndarray::array;
@@ -552,7 +552,7 @@ macro_rules! arith_family {
             /// let col = array![[10], [20]];
             /// assert_eq!(a.strict() + &col, array![[11, 12, 13], [24, 25, 26]]);
             /// ```
-            fn strict(&self) -> Strict<'_, A, D>;
+            fn strict(&self) -> StrictView<'_, A, D>;
         }
 
         impl<A: XlaElement, D: Dimension> ArithBcast<A, D> for ArrayRef<A, D> {
@@ -584,8 +584,8 @@ macro_rules! arith_family {
                 }
             )*
 
-            fn strict(&self) -> Strict<'_, A, D> {
-                Strict(self)
+            fn strict(&self) -> StrictView<'_, A, D> {
+                Strict::new(self.view())
             }
         }
     };
@@ -935,105 +935,6 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f });
         Ok(())
     }
-}
-
-/// An array behind the `std::ops` operators with strict XLA semantics; made by
-/// [`ArithBcast::strict`].
-///
-/// `a.strict() + &b` accepts what XLA accepts without `broadcast_dimensions`: equal ranks with
-/// degenerate (size-1) dims, and rank-0 arrays or plain scalars against anything. It refuses
-/// rank promotion, which ndarray's own `&a + &b` performs silently.
-///
-/// # Panics
-/// Where ndarray's operators panic (shapes that do not broadcast), with the
-/// [`BroadcastError`] message. Use [`ArithBcast`] for the `Result` form.
-///
-/// ```should_panic
-/// use ndarray::array;
-/// use xla_bcast::prelude::*;
-///
-/// let a = array![[1, 2, 3], [4, 5, 6]];
-/// let v = array![1, 2, 3];
-/// let _ = a.strict() + &v; // panics: ranks differ; give broadcast_dimensions
-/// ```
-pub struct Strict<'a, A, D>(&'a ArrayRef<A, D>);
-
-impl<A: std::fmt::Debug, D: Dimension> std::fmt::Debug for Strict<'_, A, D> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Strict").field(&self.0).finish()
-    }
-}
-
-impl<A, D> Clone for Strict<'_, A, D> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<A, D> Copy for Strict<'_, A, D> {}
-
-fn strict_op<A: XlaElement, D: Dimension + DimMax<E>, E: Dimension>(
-    op: &'static str,
-    lhs: &ArrayRef<A, D>,
-    rhs: &ArrayRef<A, E>,
-    f: impl Fn(A, A) -> A + Sync,
-) -> Array<A, DimMaxOf<D, E>> {
-    // `f` is the op's function item, not a `fn` pointer: a pointer would not inline into the kernel
-    // and the loop would not vectorise (10x slower on 64x64 f32).
-    zip_collect(op, lhs, rhs, &[], f).unwrap_or_else(|e| panic!("{e}"))
-}
-
-macro_rules! strict_operators {
-    ($( $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident; )*) => {$(
-        impl<'a, 'b, A, D, S, E> $trait<&'b ArrayBase<S, E>> for Strict<'a, A, D>
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = Array<A, DimMaxOf<D, E>>;
-            fn $method(self, rhs: &'b ArrayBase<S, E>) -> Self::Output {
-                strict_op($op, self.0, rhs, A::$elem)
-            }
-        }
-
-        impl<'a, 'b, A, D, E> $trait<Strict<'b, A, E>> for Strict<'a, A, D>
-        where
-            A: $bound,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = Array<A, DimMaxOf<D, E>>;
-            fn $method(self, rhs: Strict<'b, A, E>) -> Self::Output {
-                strict_op($op, self.0, rhs.0, A::$elem)
-            }
-        }
-
-        impl<'a, A, D> $trait<A> for Strict<'a, A, D>
-        where
-            A: $bound,
-            D: Dimension,
-        {
-            type Output = Array<A, D>;
-            fn $method(self, rhs: A) -> Self::Output {
-                // A scalar broadcasts to anything: no shape rule can fail, only the allocation.
-                map_collect($op, self.0, move |x| A::$elem(x, rhs)).unwrap_or_else(|e| panic!("{e}"))
-            }
-        }
-    )*};
-}
-
-strict_operators! {
-    Add, add, "add", XlaElement, xla_add;
-    Sub, sub, "sub", XlaNumber, xla_sub;
-    Mul, mul, "mul", XlaElement, xla_mul;
-    Div, div, "div", XlaNumber, xla_div;
-    Rem, rem, "rem", XlaReal, xla_rem;
-    BitAnd, bitand, "and", XlaBitwise, xla_and;
-    BitOr, bitor, "or", XlaBitwise, xla_or;
-    BitXor, bitxor, "xor", XlaBitwise, xla_xor;
-    Shl, shl, "shift_left", XlaInteger, xla_shift_left;
-    Shr, shr, "shift_right_arithmetic", XlaInteger, xla_shift_right_arithmetic;
 }
 
 #[cfg(test)]

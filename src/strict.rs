@@ -1,0 +1,604 @@
+//! [`Strict`]: ndarray arrays behind the `std::ops` operators with XLA's rule, for a whole
+//! expression.
+//!
+//! ndarray's `&a + &b` broadcasts NumPy's way: it right-aligns shapes and promotes ranks. A
+//! [`Strict`] array's operators accept only what XLA accepts without `broadcast_dimensions`:
+//! equal ranks with degenerate (size-1) dims, and rank-0 arrays or scalars against anything;
+//! they compute with XLA's element semantics ([`crate::element`]) and return a [`Strict`]
+//! array again, so the rule holds to the end of the expression. Everything else ndarray offers
+//! is one `Deref` away, and [`Strict::into_inner`] unwraps.
+//!
+//! # Porting ndarray arithmetic
+//!
+//! Before, with ndarray's operators (the bias row is silently rank-promoted, and so would be a
+//! vector of the wrong orientation):
+//!
+//! ```
+//! use ndarray::{array, Array2};
+//!
+//! let x = array![[1.0, 2.0], [3.0, 4.0]];
+//! let w = array![[0.5, -1.0], [2.0, 0.25]];
+//! let bias = array![0.1, 0.2];
+//! let h = (x.dot(&w) + &bias).mapv(|v: f64| v.max(0.0));
+//! let y: Array2<f64> = -&h * 2.0 + &x;
+//! assert_eq!(y.shape(), &[2, 2]);
+//! ```
+//!
+//! After: the `use` line, `.strict()` on the first operand, and the one place that relied on
+//! rank promotion, now a `(1, 2)` row spelled out. The rest of the expression is unchanged and
+//! stays strict.
+//!
+//! ```
+//! use ndarray::{array, Array2};
+//! use xla_bcast::prelude::*;
+//!
+//! let x = array![[1.0, 2.0], [3.0, 4.0]];
+//! let w = array![[0.5, -1.0], [2.0, 0.25]];
+//! let bias = array![[0.1, 0.2]];
+//! let h = (x.dot(&w).into_strict() + &bias).mapv(|v: f64| v.max(0.0)).into_strict();
+//! let y: StrictArray<f64, _> = -&h * 2.0 + &x;
+//! assert_eq!(y.shape(), &[2, 2]);
+//! ```
+//!
+//! # Panics
+//! The operators panic, as ndarray's do, where the shapes do not fit the rule; the message is the
+//! [`BroadcastError`](crate::BroadcastError)'s and the location is the caller's line. The
+//! `_bcast` methods ([`ArithBcast`](crate::ops::ArithBcast)) return the error instead.
+//!
+//! ```should_panic
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//!
+//! let a = array![[1, 2, 3], [4, 5, 6]];
+//! let v = array![1, 2, 3];
+//! let _ = a.strict() + &v; // panics: ranks differ; give broadcast_dimensions
+//! ```
+//!
+//! Operators an element type lacks do not compile: floats do not shift,
+//!
+//! ```compile_fail
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//! let a = array![1.0f32, 2.0];
+//! let _ = a.strict() << &a;
+//! ```
+//!
+//! and `bool`s do not subtract:
+//!
+//! ```compile_fail
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//! let a = array![true, false];
+//! let _ = a.strict() - &a;
+//! ```
+
+use std::fmt;
+use std::ops::{
+    Add, AddAssign, BitAnd, BitAndAssign, BitOr, BitOrAssign, BitXor, BitXorAssign, Deref,
+    DerefMut, Div, DivAssign, Mul, MulAssign, Neg, Not, Rem, RemAssign, Shl, ShlAssign, Shr,
+    ShrAssign, Sub, SubAssign,
+};
+
+use ndarray::{
+    ArrayBase, ArrayRef, Data, DataMut, DimMax, Dimension, OwnedRepr, RawData, ViewRepr,
+};
+
+use crate::element::{XlaBitwise, XlaElement, XlaInteger, XlaNumber, XlaReal};
+use crate::ops::{map_collect, zip_assign, zip_collect, DimMaxOf};
+
+/// An ndarray array (owned, a view, shared, ...: any storage `S`) whose operators follow XLA's
+/// rule and return [`Strict`] arrays; see the [module](self).
+///
+/// Made by [`ArithBcast::strict`](crate::ops::ArithBcast::strict) (a view) or
+/// [`IntoStrict::into_strict`] (any array, consumed); unwrapped by [`Strict::into_inner`];
+/// everything else ndarray offers works through `Deref`.
+///
+/// ```
+/// use ndarray::{arr0, array};
+/// use xla_bcast::prelude::*;
+///
+/// let a = array![[1, 2, 3], [4, 5, 6]];
+/// let col = array![[10], [20]];
+/// let row = array![[1, 1, 1]];
+/// // Strict through the whole expression: every step checks XLA's rule.
+/// let r = a.strict() + &col - &row * 2 + &arr0(1);
+/// assert_eq!(r, array![[10, 11, 12], [23, 24, 25]]);
+/// assert_eq!(r.sum(), 105); // ndarray's methods, through Deref
+/// let plain: ndarray::Array2<i32> = r.into_inner();
+/// # let _ = plain;
+/// ```
+pub struct Strict<S: RawData, D>(ArrayBase<S, D>);
+
+/// An owned [`Strict`] array: what every operator returns.
+pub type StrictArray<A, D> = Strict<OwnedRepr<A>, D>;
+
+/// A borrowed [`Strict`] array: what [`ArithBcast::strict`](crate::ops::ArithBcast::strict)
+/// returns.
+pub type StrictView<'a, A, D> = Strict<ViewRepr<&'a A>, D>;
+
+impl<S: RawData, D> Strict<S, D> {
+    /// `array` behind strict operators.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::strict::Strict;
+    ///
+    /// let s = Strict::new(array![1.0, 2.0]);
+    /// assert_eq!(s * 2.0, array![2.0, 4.0]);
+    /// ```
+    pub fn new(array: ArrayBase<S, D>) -> Self {
+        Strict(array)
+    }
+
+    /// The ndarray array inside.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let r: ndarray::Array1<i32> = (array![1, 2].strict() + 1).into_inner();
+    /// assert_eq!(r, array![2, 3]);
+    /// ```
+    pub fn into_inner(self) -> ArrayBase<S, D> {
+        self.0
+    }
+}
+
+impl<S: RawData, D> Deref for Strict<S, D> {
+    type Target = ArrayBase<S, D>;
+    fn deref(&self) -> &ArrayBase<S, D> {
+        &self.0
+    }
+}
+
+impl<S: RawData, D> DerefMut for Strict<S, D> {
+    fn deref_mut(&mut self) -> &mut ArrayBase<S, D> {
+        &mut self.0
+    }
+}
+
+impl<S: ndarray::RawDataClone, D: Clone> Clone for Strict<S, D> {
+    fn clone(&self) -> Self {
+        Strict(self.0.clone())
+    }
+}
+
+impl<A: fmt::Debug, S: Data<Elem = A>, D: Dimension> fmt::Debug for Strict<S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Strict").field(&self.0).finish()
+    }
+}
+
+/// Printed as the array inside is.
+impl<A: fmt::Display, S: Data<Elem = A>, D: Dimension> fmt::Display for Strict<S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl<A, S, S2, D> PartialEq<ArrayBase<S2, D>> for Strict<S, D>
+where
+    A: PartialEq,
+    S: Data<Elem = A>,
+    S2: Data<Elem = A>,
+    D: Dimension,
+{
+    fn eq(&self, other: &ArrayBase<S2, D>) -> bool {
+        self.0 == *other
+    }
+}
+
+impl<A, S, S2, D> PartialEq<Strict<S2, D>> for Strict<S, D>
+where
+    A: PartialEq,
+    S: Data<Elem = A>,
+    S2: Data<Elem = A>,
+    D: Dimension,
+{
+    fn eq(&self, other: &Strict<S2, D>) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<A, S, S2, D> PartialEq<Strict<S2, D>> for ArrayBase<S, D>
+where
+    A: PartialEq,
+    S: Data<Elem = A>,
+    S2: Data<Elem = A>,
+    D: Dimension,
+{
+    fn eq(&self, other: &Strict<S2, D>) -> bool {
+        *self == other.0
+    }
+}
+
+/// Any ndarray array (owned, view, shared, ...) into a [`Strict`] one, consumed.
+pub trait IntoStrict<S: RawData, D> {
+    /// This array behind strict operators (see [`Strict`]).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let mut acc = array![[1.0, 2.0], [3.0, 4.0]].into_strict();
+    /// acc += &array![[10.0, 20.0]];
+    /// assert_eq!(acc, array![[11.0, 22.0], [13.0, 24.0]]);
+    /// ```
+    fn into_strict(self) -> Strict<S, D>;
+}
+
+impl<S: RawData, D> IntoStrict<S, D> for ArrayBase<S, D> {
+    fn into_strict(self) -> Strict<S, D> {
+        Strict(self)
+    }
+}
+
+/// `op` of two arrays under the strict rule, or a panic at the caller's line.
+#[track_caller]
+fn binary<A, D, E, F>(
+    op: &'static str,
+    lhs: &ArrayRef<A, D>,
+    rhs: &ArrayRef<A, E>,
+    f: F,
+) -> StrictArray<A, DimMaxOf<D, E>>
+where
+    A: XlaElement,
+    D: Dimension + DimMax<E>,
+    E: Dimension,
+    F: Fn(A, A) -> A + Sync,
+{
+    // `f` is the op's function item, not a `fn` pointer: a pointer would not inline into the
+    // kernel and the loop would not vectorise (10x slower on 64x64 f32).
+    match zip_collect(op, lhs, rhs, &[], f) {
+        Ok(r) => Strict(r),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `f` over every element, or a panic (the allocation) at the caller's line.
+#[track_caller]
+fn unary<A, D, F>(op: &'static str, a: &ArrayRef<A, D>, f: F) -> StrictArray<A, D>
+where
+    A: XlaElement,
+    D: Dimension,
+    F: Fn(A) -> A + Sync,
+{
+    match map_collect(op, a, f) {
+        Ok(r) => Strict(r),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `lhs = op(lhs, rhs)` in place, or a panic at the caller's line (nothing written).
+#[track_caller]
+fn assign<A, D, E, F>(op: &'static str, lhs: &mut ArrayRef<A, D>, rhs: &ArrayRef<A, E>, f: F)
+where
+    A: XlaElement,
+    D: Dimension,
+    E: Dimension,
+    F: Fn(A, A) -> A + Sync,
+{
+    if let Err(e) = zip_assign(op, lhs, rhs, &[], f) {
+        panic!("{e}")
+    }
+}
+
+/// The binary operators of one op: a strict lhs (owned or borrowed) with every rhs form.
+macro_rules! binary_operator {
+    ($trait:ident, $method:ident, $assign_trait:ident, $assign:ident, $op:literal, $bound:ident, $elem:ident) => {
+        binary_operator!(@lhs $trait, $method, $op, $bound, $elem, [Strict<S, D>]);
+        binary_operator!(@lhs $trait, $method, $op, $bound, $elem, [&'l Strict<S, D>]);
+
+        /// In place: the result must have the lhs's shape.
+        impl<'r, A, S, D, E, S2> $assign_trait<&'r ArrayBase<S2, E>> for Strict<S, D>
+        where
+            A: $bound,
+            S: DataMut<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension,
+            E: Dimension,
+        {
+            #[track_caller]
+            fn $assign(&mut self, rhs: &'r ArrayBase<S2, E>) {
+                assign($op, &mut self.0, rhs, A::$elem)
+            }
+        }
+
+        impl<'r, A, S, D, E> $assign_trait<&'r ArrayRef<A, E>> for Strict<S, D>
+        where
+            A: $bound,
+            S: DataMut<Elem = A>,
+            D: Dimension,
+            E: Dimension,
+        {
+            #[track_caller]
+            fn $assign(&mut self, rhs: &'r ArrayRef<A, E>) {
+                assign($op, &mut self.0, rhs, A::$elem)
+            }
+        }
+
+        impl<A, S, D, E, S2> $assign_trait<ArrayBase<S2, E>> for Strict<S, D>
+        where
+            A: $bound,
+            S: DataMut<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension,
+            E: Dimension,
+        {
+            #[track_caller]
+            fn $assign(&mut self, rhs: ArrayBase<S2, E>) {
+                assign($op, &mut self.0, &rhs, A::$elem)
+            }
+        }
+
+        impl<'r, A, S, D, E, S2> $assign_trait<&'r Strict<S2, E>> for Strict<S, D>
+        where
+            A: $bound,
+            S: DataMut<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension,
+            E: Dimension,
+        {
+            #[track_caller]
+            fn $assign(&mut self, rhs: &'r Strict<S2, E>) {
+                assign($op, &mut self.0, &rhs.0, A::$elem)
+            }
+        }
+
+        impl<A, S, D, E, S2> $assign_trait<Strict<S2, E>> for Strict<S, D>
+        where
+            A: $bound,
+            S: DataMut<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension,
+            E: Dimension,
+        {
+            #[track_caller]
+            fn $assign(&mut self, rhs: Strict<S2, E>) {
+                assign($op, &mut self.0, &rhs.0, A::$elem)
+            }
+        }
+
+        impl<A, S, D> $assign_trait<A> for Strict<S, D>
+        where
+            A: $bound,
+            S: DataMut<Elem = A>,
+            D: Dimension,
+        {
+            #[track_caller]
+            fn $assign(&mut self, rhs: A) {
+                assign($op, &mut self.0, &ndarray::arr0(rhs), A::$elem)
+            }
+        }
+    };
+    (@lhs $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($lhs:tt)*]) => {
+        impl<'l, 'r, A, S, D, E, S2> $trait<&'r ArrayBase<S2, E>> for $($lhs)*
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: &'r ArrayBase<S2, E>) -> Self::Output {
+                binary($op, &self.0, rhs, A::$elem)
+            }
+        }
+
+        impl<'l, 'r, A, S, D, E> $trait<&'r ArrayRef<A, E>> for $($lhs)*
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: &'r ArrayRef<A, E>) -> Self::Output {
+                binary($op, &self.0, rhs, A::$elem)
+            }
+        }
+
+        impl<'l, A, S, D, E, S2> $trait<ArrayBase<S2, E>> for $($lhs)*
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: ArrayBase<S2, E>) -> Self::Output {
+                binary($op, &self.0, &rhs, A::$elem)
+            }
+        }
+
+        impl<'l, 'r, A, S, D, E, S2> $trait<&'r Strict<S2, E>> for $($lhs)*
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: &'r Strict<S2, E>) -> Self::Output {
+                binary($op, &self.0, &rhs.0, A::$elem)
+            }
+        }
+
+        impl<'l, A, S, D, E, S2> $trait<Strict<S2, E>> for $($lhs)*
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: Strict<S2, E>) -> Self::Output {
+                binary($op, &self.0, &rhs.0, A::$elem)
+            }
+        }
+
+        impl<'l, A, S, D> $trait<A> for $($lhs)*
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            D: Dimension,
+        {
+            type Output = StrictArray<A, D>;
+            #[track_caller]
+            fn $method(self, rhs: A) -> Self::Output {
+                // A scalar broadcasts to anything: no shape rule can fail, only the allocation.
+                unary($op, &self.0, move |x| A::$elem(x, rhs))
+            }
+        }
+    };
+}
+
+binary_operator!(Add, add, AddAssign, add_assign, "add", XlaElement, xla_add);
+binary_operator!(Sub, sub, SubAssign, sub_assign, "sub", XlaNumber, xla_sub);
+binary_operator!(Mul, mul, MulAssign, mul_assign, "mul", XlaElement, xla_mul);
+binary_operator!(Div, div, DivAssign, div_assign, "div", XlaNumber, xla_div);
+binary_operator!(Rem, rem, RemAssign, rem_assign, "rem", XlaReal, xla_rem);
+binary_operator!(
+    BitAnd,
+    bitand,
+    BitAndAssign,
+    bitand_assign,
+    "and",
+    XlaBitwise,
+    xla_and
+);
+binary_operator!(
+    BitOr,
+    bitor,
+    BitOrAssign,
+    bitor_assign,
+    "or",
+    XlaBitwise,
+    xla_or
+);
+binary_operator!(
+    BitXor,
+    bitxor,
+    BitXorAssign,
+    bitxor_assign,
+    "xor",
+    XlaBitwise,
+    xla_xor
+);
+binary_operator!(
+    Shl,
+    shl,
+    ShlAssign,
+    shl_assign,
+    "shift_left",
+    XlaInteger,
+    xla_shift_left
+);
+binary_operator!(
+    Shr,
+    shr,
+    ShrAssign,
+    shr_assign,
+    "shift_right_arithmetic",
+    XlaInteger,
+    xla_shift_right_arithmetic
+);
+
+/// Scalars on the left (`2.0 * a.strict()`), one impl per element type (a generic one would
+/// break the orphan rule).
+macro_rules! scalar_lhs {
+    ($trait:ident, $method:ident, $op:literal, $elem:ident: $($t:ty),*) => {$(
+        impl<S, D> $trait<Strict<S, D>> for $t
+        where
+            S: Data<Elem = $t>,
+            D: Dimension,
+        {
+            type Output = StrictArray<$t, D>;
+            #[track_caller]
+            fn $method(self, rhs: Strict<S, D>) -> Self::Output {
+                unary($op, &rhs.0, move |x| <$t>::$elem(self, x))
+            }
+        }
+
+        impl<'r, S, D> $trait<&'r Strict<S, D>> for $t
+        where
+            S: Data<Elem = $t>,
+            D: Dimension,
+        {
+            type Output = StrictArray<$t, D>;
+            #[track_caller]
+            fn $method(self, rhs: &'r Strict<S, D>) -> Self::Output {
+                unary($op, &rhs.0, move |x| <$t>::$elem(self, x))
+            }
+        }
+    )*};
+}
+
+macro_rules! scalar_lhs_numbers {
+    ($($t:ty),*) => {
+        scalar_lhs!(Add, add, "add", xla_add: $($t),*);
+        scalar_lhs!(Sub, sub, "sub", xla_sub: $($t),*);
+        scalar_lhs!(Mul, mul, "mul", xla_mul: $($t),*);
+        scalar_lhs!(Div, div, "div", xla_div: $($t),*);
+    };
+}
+
+scalar_lhs_numbers!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64);
+#[cfg(feature = "half")]
+scalar_lhs_numbers!(half::f16, half::bf16);
+#[cfg(feature = "complex")]
+scalar_lhs_numbers!(num_complex::Complex<f32>, num_complex::Complex<f64>);
+scalar_lhs!(Rem, rem, "rem", xla_rem: i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64);
+#[cfg(feature = "half")]
+scalar_lhs!(Rem, rem, "rem", xla_rem: half::f16, half::bf16);
+scalar_lhs!(BitAnd, bitand, "and", xla_and: i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, bool);
+scalar_lhs!(BitOr, bitor, "or", xla_or: i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, bool);
+scalar_lhs!(BitXor, bitxor, "xor", xla_xor: i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, bool);
+scalar_lhs!(Shl, shl, "shift_left", xla_shift_left: i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+scalar_lhs!(
+    Shr, shr, "shift_right_arithmetic", xla_shift_right_arithmetic:
+    i8, i16, i32, i64, isize, u8, u16, u32, u64, usize
+);
+
+/// The unary operators, on owned and borrowed strict arrays.
+macro_rules! unary_operator {
+    ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident) => {
+        impl<A, S, D> $trait for Strict<S, D>
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            D: Dimension,
+        {
+            type Output = StrictArray<A, D>;
+            #[track_caller]
+            fn $method(self) -> Self::Output {
+                unary($op, &self.0, A::$elem)
+            }
+        }
+
+        impl<A, S, D> $trait for &Strict<S, D>
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            D: Dimension,
+        {
+            type Output = StrictArray<A, D>;
+            #[track_caller]
+            fn $method(self) -> Self::Output {
+                unary($op, &self.0, A::$elem)
+            }
+        }
+    };
+}
+
+unary_operator!(Neg, neg, "negate", XlaNumber, xla_neg);
+unary_operator!(Not, not, "not", XlaBitwise, xla_not);
