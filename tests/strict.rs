@@ -1,0 +1,328 @@
+//! `Strict` arrays: ndarray's own operator tests (`tests/oper.rs`: the cases, rewritten) run
+//! through the strict type where XLA's rule allows them, every rank promotion ndarray performs
+//! refused at the caller's line, every operand form, and chained expressions against the
+//! `_bcast` methods.
+
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use ndarray::{arr0, array, s, Array, Array1, Array2, ArrayD, ArrayRef, IxDyn};
+use proptest::prelude::*;
+use xla_bcast::prelude::*;
+
+/// ndarray's `operations` test: each op on `[1, 2, 3, 4]`-style operands at shapes `(4)`,
+/// `(2, 2)` and `(1, 2, 1, 2)`, fresh and in place.
+#[test]
+fn ndarray_operations() {
+    type Case = (&'static str, [f32; 4], [f32; 4], [f32; 4]);
+    let cases: [Case; 6] = [
+        ("+", [1., 2., 3., 4.], [0., 1., 2., 3.], [1., 3., 5., 7.]),
+        ("-", [1., 2., 3., 4.], [0., 1., 2., 3.], [1., 1., 1., 1.]),
+        ("*", [1., 2., 3., 4.], [0., 1., 2., 3.], [0., 2., 6., 12.]),
+        (
+            "/",
+            [1., 2., 3., 4.],
+            [1., 1., 2., 3.],
+            [1., 2., 1.5, 4. / 3.],
+        ),
+        ("%", [1., 2., 3., 4.], [1., 1., 2., 3.], [0., 0., 1., 1.]),
+        (
+            "neg",
+            [1., 2., 3., 4.],
+            [1., 1., 2., 3.],
+            [-1., -2., -3., -4.],
+        ),
+    ];
+    for (op, a, b, c) in cases {
+        for shape in [&[4][..], &[2, 2], &[1, 2, 1, 2]] {
+            let arr = |v: [f32; 4]| ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap();
+            let (a, b, c) = (arr(a), arr(b), arr(c));
+            let mut acc = a.clone().into_strict();
+            let fresh = match op {
+                "+" => {
+                    acc += &b;
+                    a.strict() + &b
+                }
+                "-" => {
+                    acc -= &b;
+                    a.strict() - &b
+                }
+                "*" => {
+                    acc *= &b;
+                    a.strict() * &b
+                }
+                "/" => {
+                    acc /= &b;
+                    a.strict() / &b
+                }
+                "%" => {
+                    acc %= &b;
+                    a.strict() % &b
+                }
+                _ => {
+                    acc = -acc;
+                    -a.strict()
+                }
+            };
+            assert_eq!(fresh, c, "{op} at {shape:?}");
+            assert_eq!(acc, c, "{op}= at {shape:?}");
+        }
+    }
+}
+
+/// ndarray's `scalar_operations`: `x += 1.` and `x + arr0(1.)` at ranks 0, 1 and 2.
+#[test]
+fn ndarray_scalar_operations() {
+    let a = arr0::<f32>(1.).into_dyn();
+    let b = Array1::<f32>::from_elem(2, 1.).into_dyn();
+    let c = Array2::<f32>::from_elem((2, 2), 1.).into_dyn();
+    for x in [a, b, c] {
+        let mut y = x.clone().into_strict();
+        y += 1.;
+        assert_eq!(y, x.strict() + &arr0(1.));
+        assert_eq!(y, x.mapv(|_| 2.));
+        assert_eq!(y, 1. + x.strict());
+    }
+}
+
+/// ndarray's `scaled_add_2` and `_3`: `answer += &(beta * &c)` on views stepped by 1, 2, -1
+/// and -2. Where `c` is a vector against a matrix, ndarray promotes its rank; here it panics.
+#[test]
+fn ndarray_scaled_add() {
+    let beta = -2.3;
+    let range = |m: usize, n: usize| {
+        Array::from_iter((0..m * n).map(|v| v as f64))
+            .into_shape_with_order((m, n))
+            .unwrap()
+    };
+    let sizes = [
+        (4, 4, 1, 4),
+        (8, 8, 1, 8),
+        (17, 15, 17, 15),
+        (4, 17, 4, 17),
+        (17, 3, 1, 3),
+        (67, 63, 1, 63),
+    ];
+    for s1 in [1, 2, -1, -2] {
+        for s2 in [1, 2, -1, -2] {
+            for (m, k, n, q) in sizes {
+                let a = range(m, k);
+                let c = range(n, q);
+                let mut answer = a.clone();
+                let cv = c.slice(s![..;s1, ..;s2]);
+                {
+                    let mut av = answer.slice_mut(s![..;s1, ..;s2]).into_strict();
+                    av += &(beta * cv.strict());
+                }
+                let mut want = a.clone();
+                want.slice_mut(s![..;s1, ..;s2]).scaled_add(beta, &cv);
+                assert_eq!(answer, want);
+                if n == 1 {
+                    // The `_3` variant: `c` as a vector, which ndarray right-aligns.
+                    let vector = c.row(0).slice(s![..;s2]).to_owned();
+                    let promoted = catch_unwind(AssertUnwindSafe(|| {
+                        let mut av = a.clone().into_strict();
+                        av.slice_collapse(s![..;s1, ..;s2]);
+                        av += &(beta * vector.strict());
+                    }));
+                    assert!(promoted.is_err(), "a rank promotion went through");
+                }
+            }
+        }
+    }
+}
+
+/// Where ndarray promotes a rank, the strict type panics, with the error's message and the
+/// caller's line; the `_bcast` method returns the same error.
+#[test]
+fn rank_promotions_panic_at_the_callers_line() {
+    // The hook runs on the panicking thread: a thread-local keeps other tests' panics out.
+    thread_local! {
+        static LOCATION: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+    }
+    let x = Array2::<i64>::ones((2, 3));
+    let v = Array1::<i64>::ones(3);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map(|l| l.file().to_string())
+            .unwrap_or_default();
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        LOCATION.with(|l| *l.borrow_mut() = Some((at, message)));
+    }));
+    type Promotion<'a> = (&'static str, Box<dyn Fn() + 'a>);
+    let promotions: [Promotion; 6] = [
+        ("+", Box::new(|| drop(x.strict() + &v))),
+        ("-", Box::new(|| drop(&x.strict() - v.view()))),
+        ("*", Box::new(|| drop(x.strict() * v.clone()))),
+        (
+            "& ArrayRef",
+            Box::new(|| drop(x.strict() & (&*v as &ArrayRef<i64, _>))),
+        ),
+        (
+            "+=",
+            Box::new(|| {
+                let mut s = x.clone().into_strict();
+                s += &v;
+            }),
+        ),
+        ("chain", Box::new(|| drop(x.strict() + &x - &v))),
+    ];
+    let mut seen = vec![];
+    for (what, f) in promotions {
+        assert!(catch_unwind(AssertUnwindSafe(f)).is_err(), "{what}");
+        seen.push((what, LOCATION.with(|l| l.borrow_mut().take())));
+    }
+    std::panic::set_hook(previous);
+    let err = x.add_bcast(&v, &[]).unwrap_err().to_string();
+    for (what, caught) in seen {
+        let (file, message) = caught.expect("the hook saw the panic");
+        assert!(
+            file.ends_with("strict.rs") && file.starts_with("tests"),
+            "{what}: {file}"
+        );
+        assert!(
+            message.contains("have different ranks"),
+            "{what}: {message}"
+        );
+        if what == "+" {
+            assert_eq!(message, err);
+        }
+    }
+}
+
+/// Every operand form ndarray's operators take, on either side, and the results stay strict.
+#[test]
+fn every_operand_form() {
+    let a = array![[1i32, 2, 3], [4, 5, 6]];
+    let b = array![[10i32, 20, 30]];
+    let r: &ArrayRef<i32, _> = &b;
+    let want = array![[11, 22, 33], [14, 25, 36]];
+    assert_eq!(a.strict() + &b, want);
+    assert_eq!(a.strict() + b.view(), want);
+    assert_eq!(a.strict() + b.clone(), want);
+    assert_eq!(a.strict() + r, want);
+    assert_eq!(&a.strict() + &b, want);
+    assert_eq!(a.strict() + b.strict(), want);
+    assert_eq!(a.strict() + &b.strict(), want);
+    assert_eq!(a.clone().into_strict() + &b, want);
+    assert_eq!(a.view().into_strict() + &b, want);
+    assert_eq!(b.strict() + &a, want); // the smaller operand first
+                                       // Scalars on either side, unary operators, the bit operators.
+    assert_eq!(2 * a.strict() - 1, a.mapv(|x| 2 * x - 1));
+    assert_eq!(10 - a.strict(), a.mapv(|x| 10 - x));
+    assert_eq!(-a.strict(), a.mapv(|x| -x));
+    assert_eq!(!a.strict(), a.mapv(|x| !x));
+    assert_eq!((a.strict() & 6) | 1, a.mapv(|x| (x & 6) | 1));
+    assert_eq!(a.strict() ^ &b, a.xor_bcast(&b, &[]).unwrap());
+    assert_eq!(a.strict() << 2, a.mapv(|x| x << 2));
+    assert_eq!(a.strict() >> &arr0(1), a.mapv(|x| x >> 1));
+    assert_eq!(100 % a.strict(), a.mapv(|x| 100 % x));
+    // The whole expression stays strict: a rank promotion late in a chain still panics.
+    let s: StrictArray<i32, _> = a.strict() * 2 + &b;
+    assert!(catch_unwind(AssertUnwindSafe(|| s + &array![1, 2, 3])).is_err());
+    // Every assign form.
+    let mut acc = a.clone().into_strict();
+    acc += &b;
+    acc -= b.view();
+    acc *= b.strict();
+    acc /= &b.strict();
+    acc %= 7;
+    acc ^= r;
+    acc <<= b.clone();
+    acc >>= 1;
+    let mut want = a.clone();
+    for ((_, j), w) in want.indexed_iter_mut() {
+        let b = b[[0, j]];
+        *w = (((*w * b / b) % 7) ^ b) << b >> 1;
+    }
+    assert_eq!(acc, want);
+    // Deref and into_inner: ndarray's methods, then plain arrays again.
+    let total: i32 = (a.strict() + 1).sum();
+    assert_eq!(total, 27);
+    let plain: Array2<f64> = (array![[1.0]].strict() * 2.0).into_inner();
+    assert_eq!(plain, array![[2.0]]);
+}
+
+/// An operator, applied both ways: to strict arrays and through the `_bcast` methods.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Add,
+    Sub,
+    Mul,
+    Max,
+    Xor,
+    Shl,
+}
+
+fn apply(op: Op, l: StrictArray<i32, IxDyn>, r: &ArrayD<i32>) -> StrictArray<i32, IxDyn> {
+    match op {
+        Op::Add => l + r,
+        Op::Sub => &l - r,
+        Op::Mul => l * r.view(),
+        // No `max` operator: the method, on the strict array through Deref.
+        Op::Max => l.max_bcast(r, &[]).unwrap().into_strict(),
+        Op::Xor => l ^ r,
+        Op::Shl => l << r,
+    }
+}
+
+fn reference(op: Op, l: &ArrayD<i32>, r: &ArrayD<i32>) -> Result<ArrayD<i32>, BroadcastError> {
+    match op {
+        Op::Add => l.add_bcast(r, &[]),
+        Op::Sub => l.sub_bcast(r, &[]),
+        Op::Mul => l.mul_bcast(r, &[]),
+        Op::Max => l.max_bcast(r, &[]),
+        Op::Xor => l.xor_bcast(r, &[]),
+        Op::Shl => l.shift_left_bcast(r, &[]),
+    }
+}
+
+fn operand(shape: Vec<usize>, seed: i32) -> ArrayD<i32> {
+    let n: usize = shape.iter().product();
+    let values = (0..n as i32).map(|v| (v * 31 + seed) % 23 - 11).collect();
+    ArrayD::from_shape_vec(IxDyn(&shape), values).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Chains of 3 to 6 operators over random shapes (equal ranks with size-1 dims, sometimes
+    /// rank 0, sometimes a mismatch) agree with the `_bcast` methods step by step, and panic
+    /// exactly where a method returns an error.
+    #[test]
+    fn chained_expressions_match_the_methods(
+        base in prop::collection::vec(1usize..5, 1..4),
+        steps in prop::collection::vec((0usize..6, prop::collection::vec(0usize..4, 3), 0i32..50), 3..7),
+    ) {
+        let ops = [Op::Add, Op::Sub, Op::Mul, Op::Max, Op::Xor, Op::Shl];
+        let mut want = Ok(operand(base.clone(), 0));
+        let mut got = Some(operand(base.clone(), 0).into_strict());
+        for (k, dims, seed) in steps {
+            // Each dim: the base's, 1, or (rarely) another size; sometimes a scalar.
+            let shape: Vec<usize> = if dims[0] == 3 && dims[1] == 3 {
+                vec![]
+            } else {
+                base.iter().zip(dims.iter().cycle()).map(|(&n, &d)| match d {
+                    0 | 1 => n,
+                    2 => 1,
+                    _ => n + 1,
+                }).collect()
+            };
+            let r = operand(shape, seed);
+            let op = ops[k];
+            want = want.and_then(|w| reference(op, &w, &r));
+            got = got.and_then(|g| catch_unwind(AssertUnwindSafe(|| apply(op, g, &r))).ok());
+            match (&want, &got) {
+                (Ok(w), Some(g)) => prop_assert_eq!(g, w),
+                (Err(_), None) => break,
+                _ => prop_assert!(false, "{:?}: method {:?}, operator {:?}", op, want.is_ok(), got.is_some()),
+            }
+        }
+    }
+}
