@@ -28,7 +28,7 @@ use crate::engine::FoldOrder;
 use crate::error::{BroadcastError, Result};
 use crate::ops::{check_out, into_dim, zip_collect, ClampBcast, DimMaxOf};
 use crate::reduce::reduce_fresh;
-use crate::shape::numpy_shape_for;
+use crate::shape::{numpy_shape_for, ShapeArg};
 use crate::view::broadcast_in_dim_view;
 
 /// NumPy's `broadcast_shapes`: the common shape of any number of shapes (also
@@ -279,12 +279,16 @@ impl<T: PartialOrd + Clone + Sync> Compare for T {}
 /// assert_eq!(sum_to_shape(&g, &[2, 1]).unwrap(), array![[6], [15]].into_dyn());
 /// assert_eq!(sum_to_shape(&g, &[1, 1]).unwrap(), array![[21]].into_dyn());
 /// assert!(sum_to_shape(&g, &[2]).is_err());
+/// let typed: ndarray::Array1<i32> = sum_to_shape(&g, [3]).unwrap();
+/// assert_eq!(typed, array![5, 7, 9]);
 /// ```
-pub fn sum_to_shape<A: XlaElement, D: Dimension>(
+pub fn sum_to_shape<A: XlaElement, D: Dimension, Sh: ShapeArg>(
     grad: &ArrayRef<A, D>,
-    shape: &[usize],
-) -> Result<Array<A, IxDyn>> {
+    shape: Sh,
+) -> Result<Array<A, Sh::Dim>> {
     let op = "sum_to_shape";
+    let dim = shape.into_dim();
+    let shape = dim.slice();
     if shape.len() > grad.ndim() {
         return Err(BroadcastError::InDimInvalid {
             op,
@@ -302,7 +306,7 @@ pub fn sum_to_shape<A: XlaElement, D: Dimension>(
     reduce_fresh(
         op,
         grad,
-        shape,
+        dim.clone(),
         &dims,
         A::xla_zero(),
         A::xla_add,

@@ -28,7 +28,7 @@ use crate::engine::flat::FlatSrc;
 use crate::engine::Src;
 use crate::error::{BroadcastError, Result};
 use crate::shape::{
-    binary_plan, checked_size_for, clamp_shape, iota, merge_dim, select_shape, Dims,
+    binary_plan, checked_size_for, clamp_shape, iota, merge_dim, select_shape, Dims, ShapeArg,
 };
 use crate::strict::{Strict, StrictView};
 use crate::view::broadcast_in_dim_view;
@@ -74,12 +74,15 @@ pub trait BroadcastInDim<A, D: Dimension> {
     /// // An unsorted list transposes.
     /// let m = array![[1, 2, 3], [4, 5, 6]];
     /// assert_eq!(m.broadcast_in_dim(&[3, 2], &[1, 0]).unwrap(), m.t().into_dyn());
+    /// // A shape given as an array or tuple keeps a fixed-rank dimension type.
+    /// let typed: ndarray::ArrayView3<i32> = v.broadcast_in_dim([2, 3, 4], &[1]).unwrap();
+    /// assert_eq!(typed.into_dyn(), b);
     /// ```
-    fn broadcast_in_dim(
+    fn broadcast_in_dim<Sh: ShapeArg>(
         &self,
-        out_shape: &[usize],
+        out_shape: Sh,
         broadcast_dimensions: &[usize],
-    ) -> Result<ArrayView<'_, A, IxDyn>>;
+    ) -> Result<ArrayView<'_, A, Sh::Dim>>;
 
     /// XLA `Broadcast`: new major dims of the given sizes prepended, zero-copy (stride 0).
     ///
@@ -91,30 +94,90 @@ pub trait BroadcastInDim<A, D: Dimension> {
     /// let b = v.broadcast_leading(&[3]).unwrap();
     /// assert_eq!(b, array![[1, 2], [1, 2], [1, 2]].into_dyn());
     /// assert_eq!(b.strides(), &[0, 1]);
+    /// // Sizes as an array or tuple, on an array of fixed rank: a fixed-rank result.
+    /// let typed: ndarray::ArrayView3<i32> = v.broadcast_leading([4, 3]).unwrap();
+    /// assert_eq!(typed.shape(), &[4, 3, 2]);
     /// ```
-    fn broadcast_leading(&self, sizes: &[usize]) -> Result<ArrayView<'_, A, IxDyn>>;
+    fn broadcast_leading<Sh>(&self, sizes: Sh) -> Result<ArrayView<'_, A, LeadingDim<Sh, D>>>
+    where
+        Sh: ShapeArg,
+        Sh::Dim: DimConcat<D>;
 }
+
+/// The dimension type of `sizes` of type `Sh` prepended to an array of dimension type `D`.
+pub type LeadingDim<Sh, D> = <<Sh as ShapeArg>::Dim as DimConcat<D>>::Output;
 
 impl<A, D: Dimension> BroadcastInDim<A, D> for ArrayRef<A, D> {
-    fn broadcast_in_dim(
+    fn broadcast_in_dim<Sh: ShapeArg>(
         &self,
-        out_shape: &[usize],
+        out_shape: Sh,
         broadcast_dimensions: &[usize],
-    ) -> Result<ArrayView<'_, A, IxDyn>> {
-        broadcast_in_dim_view(
-            "broadcast_in_dim",
-            self.view(),
-            out_shape,
-            broadcast_dimensions,
-        )
+    ) -> Result<ArrayView<'_, A, Sh::Dim>> {
+        let op = "broadcast_in_dim";
+        let out = out_shape.into_dim();
+        let view = broadcast_in_dim_view(op, self.view(), out.slice(), broadcast_dimensions)?;
+        into_view_dim(op, view)
     }
 
-    fn broadcast_leading(&self, sizes: &[usize]) -> Result<ArrayView<'_, A, IxDyn>> {
-        let out: Vec<usize> = sizes.iter().chain(self.shape()).copied().collect();
-        let dims: Vec<usize> = (sizes.len()..out.len()).collect();
-        broadcast_in_dim_view("broadcast_leading", self.view(), &out, &dims)
+    fn broadcast_leading<Sh>(&self, sizes: Sh) -> Result<ArrayView<'_, A, LeadingDim<Sh, D>>>
+    where
+        Sh: ShapeArg,
+        Sh::Dim: DimConcat<D>,
+    {
+        let op = "broadcast_leading";
+        let sizes = sizes.into_dim();
+        let out: Vec<usize> = sizes.slice().iter().chain(self.shape()).copied().collect();
+        let dims: Vec<usize> = (sizes.ndim()..out.len()).collect();
+        into_view_dim(op, broadcast_in_dim_view(op, self.view(), &out, &dims)?)
     }
 }
+
+/// A view converted to the dimension type the caller's types promise.
+fn into_view_dim<'a, A, O: Dimension>(
+    op: &'static str,
+    v: ArrayView<'a, A, IxDyn>,
+) -> Result<ArrayView<'a, A, O>> {
+    let shape: Box<[usize]> = v.shape().into();
+    v.into_dimensionality::<O>()
+        .map_err(|_| BroadcastError::ResultRank {
+            op,
+            rank: O::NDIM.unwrap_or(shape.len()),
+            shape,
+        })
+}
+
+/// The dimension type of two dimension types laid end to end (`Ix1` then `Ix2` is `Ix3`;
+/// `IxDyn` with anything, or a rank past 6, is `IxDyn`).
+pub trait DimConcat<D: Dimension>: Dimension {
+    /// The concatenated dimension type.
+    type Output: Dimension;
+}
+
+impl<D: Dimension> DimConcat<D> for IxDyn {
+    type Output = IxDyn;
+}
+
+macro_rules! dim_concat {
+    ($($n:literal: [$($m:literal => $o:literal),*]),*) => {$(
+        impl DimConcat<IxDyn> for ndarray::Dim<[usize; $n]> {
+            type Output = IxDyn;
+        }
+        $(
+            impl DimConcat<ndarray::Dim<[usize; $m]>> for ndarray::Dim<[usize; $n]> {
+                type Output = ndarray::Dim<[usize; $o]>;
+            }
+        )*
+    )*};
+}
+dim_concat!(
+    0: [0 => 0, 1 => 1, 2 => 2, 3 => 3, 4 => 4, 5 => 5, 6 => 6],
+    1: [0 => 1, 1 => 2, 2 => 3, 3 => 4, 4 => 5, 5 => 6],
+    2: [0 => 2, 1 => 3, 2 => 4, 3 => 5, 4 => 6],
+    3: [0 => 3, 1 => 4, 2 => 5, 3 => 6],
+    4: [0 => 4, 1 => 5, 2 => 6],
+    5: [0 => 5, 1 => 6],
+    6: [0 => 6]
+);
 
 /// Whether `dims` place an operand of rank `rank` as itself: none given, or `0..rank`.
 fn identity_dims(dims: &[usize], rank: usize) -> bool {

@@ -178,7 +178,7 @@ pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
         let g = reduce_fresh(
             op,
             grad,
-            &shape[..keep],
+            IxDyn(&shape[..keep]),
             dims,
             A::xla_zero(),
             A::xla_add,

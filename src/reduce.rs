@@ -21,13 +21,13 @@
 //! assert_eq!(ry, array![101.5, 1010.25].into_dyn());
 //! ```
 
-use ndarray::{Array, ArrayRef, Dimension, IxDyn};
+use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::element::XlaElement;
 use crate::engine::{self, Fold, FoldOrder};
 use crate::error::Result;
 use crate::ops::check_out;
-use crate::shape::{binary_plan, in_dim_check};
+use crate::shape::{binary_plan, in_dim_check, ShapeArg};
 
 /// Reductions back to an operand's shape, on every ndarray array and view.
 pub trait ReduceInDim<A, D: Dimension> {
@@ -49,12 +49,15 @@ pub trait ReduceInDim<A, D: Dimension> {
     /// assert_eq!(g.reduce_in_dim(&[2, 1], &[0, 1]).unwrap(), array![[6], [15]].into_dyn());
     /// assert_eq!(g.reduce_in_dim(&[3, 2], &[1, 0]).unwrap(), g.t().into_dyn()); // transpose back
     /// assert!(g.reduce_in_dim(&[2], &[1]).is_err());
+    /// // A shape given as an array or tuple keeps a fixed-rank dimension type.
+    /// let col: ndarray::Array2<i32> = g.reduce_in_dim([2, 1], &[0, 1]).unwrap();
+    /// assert_eq!(col, array![[6], [15]]);
     /// ```
-    fn reduce_in_dim(
+    fn reduce_in_dim<Sh: ShapeArg>(
         &self,
-        operand_shape: &[usize],
+        operand_shape: Sh,
         broadcast_dimensions: &[usize],
-    ) -> Result<Array<A, IxDyn>>
+    ) -> Result<Array<A, Sh::Dim>>
     where
         A: XlaElement;
 
@@ -83,13 +86,13 @@ pub trait ReduceInDim<A, D: Dimension> {
     /// let p = g.reduce_in_dim_with(&[2, 1], &[0, 1], 1, |a, b| a * b).unwrap();
     /// assert_eq!(p, array![[27], [120]].into_dyn());
     /// ```
-    fn reduce_in_dim_with<F>(
+    fn reduce_in_dim_with<Sh: ShapeArg, F>(
         &self,
-        operand_shape: &[usize],
+        operand_shape: Sh,
         broadcast_dimensions: &[usize],
         identity: A,
         f: F,
-    ) -> Result<Array<A, IxDyn>>
+    ) -> Result<Array<A, Sh::Dim>>
     where
         A: Clone + Send + Sync,
         F: Fn(A, A) -> A + Sync + Send;
@@ -172,18 +175,18 @@ where
 }
 
 impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
-    fn reduce_in_dim(
+    fn reduce_in_dim<Sh: ShapeArg>(
         &self,
-        operand_shape: &[usize],
+        operand_shape: Sh,
         broadcast_dimensions: &[usize],
-    ) -> Result<Array<A, IxDyn>>
+    ) -> Result<Array<A, Sh::Dim>>
     where
         A: XlaElement,
     {
         reduce_fresh(
             "reduce_in_dim",
             self,
-            operand_shape,
+            operand_shape.into_dim(),
             broadcast_dimensions,
             A::xla_zero(),
             A::xla_add,
@@ -191,13 +194,13 @@ impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
         )
     }
 
-    fn reduce_in_dim_with<F>(
+    fn reduce_in_dim_with<Sh: ShapeArg, F>(
         &self,
-        operand_shape: &[usize],
+        operand_shape: Sh,
         broadcast_dimensions: &[usize],
         identity: A,
         f: F,
-    ) -> Result<Array<A, IxDyn>>
+    ) -> Result<Array<A, Sh::Dim>>
     where
         A: Clone + Send + Sync,
         F: Fn(A, A) -> A + Sync + Send,
@@ -205,7 +208,7 @@ impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
         reduce_fresh(
             "reduce_in_dim",
             self,
-            operand_shape,
+            operand_shape.into_dim(),
             broadcast_dimensions,
             identity,
             f,
@@ -257,21 +260,22 @@ impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
 
 /// The fresh form of [`reduce_checked`]: checks before allocating (the operand shape may be
 /// absurd), and the allocation already holds the identity.
-pub(crate) fn reduce_fresh<A, D>(
+pub(crate) fn reduce_fresh<A, D, O>(
     op: &'static str,
     src: &ArrayRef<A, D>,
-    operand_shape: &[usize],
+    operand_shape: O,
     dims: &[usize],
     identity: A,
     f: impl Fn(A, A) -> A + Sync,
     order: FoldOrder,
-) -> Result<Array<A, IxDyn>>
+) -> Result<Array<A, O>>
 where
     A: Clone + Send + Sync,
     D: Dimension,
+    O: Dimension,
 {
-    in_dim_check(op, operand_shape, src.shape(), dims)?;
-    let mut out = engine::filled(op, IxDyn(operand_shape), &identity)?;
+    in_dim_check(op, operand_shape.slice(), src.shape(), dims)?;
+    let mut out = engine::filled(op, operand_shape, &identity)?;
     let from = operand_dim_of(src.ndim(), dims);
     let fold = Fold {
         identity: &identity,
@@ -294,29 +298,51 @@ where
 /// let (gl, gr) = unbroadcast_grads(&[2, 3], &[3], &[1], &grad).unwrap();
 /// assert_eq!(gl, grad.clone().into_dyn());
 /// assert_eq!(gr, array![5.0, 7.0, 9.0].into_dyn());
+/// // Shapes as arrays or tuples: fixed-rank gradients.
+/// let (gl, gr): (ndarray::Array2<f64>, ndarray::Array1<f64>) =
+///     unbroadcast_grads((2, 3), [3], &[1], &grad).unwrap();
+/// assert_eq!((gl, gr), (grad.clone(), array![5.0, 7.0, 9.0]));
 /// ```
-pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
-    lhs_shape: &[usize],
-    rhs_shape: &[usize],
+#[allow(clippy::type_complexity)]
+pub fn unbroadcast_grads<A, D, L, R>(
+    lhs_shape: L,
+    rhs_shape: R,
     broadcast_dimensions: &[usize],
     grad: &ArrayRef<A, D>,
-) -> Result<(Array<A, IxDyn>, Array<A, IxDyn>)> {
+) -> Result<(Array<A, L::Dim>, Array<A, R::Dim>)>
+where
+    A: XlaElement,
+    D: Dimension,
+    L: ShapeArg,
+    R: ShapeArg,
+{
     let op = "unbroadcast_grads";
-    let plan = binary_plan(op, lhs_shape, rhs_shape, broadcast_dimensions)?;
+    let (lhs_shape, rhs_shape) = (lhs_shape.into_dim(), rhs_shape.into_dim());
+    let plan = binary_plan(
+        op,
+        lhs_shape.slice(),
+        rhs_shape.slice(),
+        broadcast_dimensions,
+    )?;
     check_out(op, &plan.out, grad.shape())?;
-    let sum = |shape: &[usize], dims: &[usize]| {
+    fn sum<A: XlaElement, D: Dimension, O: Dimension>(
+        grad: &ArrayRef<A, D>,
+        shape: O,
+        dims: &[usize],
+    ) -> Result<Array<A, O>> {
+        let (zero, add) = (A::xla_zero(), A::xla_add);
         reduce_fresh(
-            op,
+            "unbroadcast_grads",
             grad,
             shape,
             dims,
-            A::xla_zero(),
-            A::xla_add,
+            zero,
+            add,
             FoldOrder::Any,
         )
-    };
+    }
     Ok((
-        sum(lhs_shape, &plan.lhs_dims)?,
-        sum(rhs_shape, &plan.rhs_dims)?,
+        sum(grad, lhs_shape, &plan.lhs_dims)?,
+        sum(grad, rhs_shape, &plan.rhs_dims)?,
     ))
 }

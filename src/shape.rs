@@ -16,6 +16,79 @@ use smallvec::SmallVec;
 
 use crate::error::{BroadcastError, Result};
 
+/// A shape given to an op that makes a result of that shape ([`broadcast_in_dim`], the
+/// reductions): it decides the result's dimension type. A slice, `&[usize; N]` or `&Vec<usize>`
+/// gives `IxDyn`; an array `[usize; N]` or a tuple gives the fixed-rank type (`Ix2`, `Ix3`, ...),
+/// so a program keeps its ndarray dimension types through these ops.
+///
+/// [`broadcast_in_dim`]: crate::ops::BroadcastInDim::broadcast_in_dim
+///
+/// ```
+/// use ndarray::{array, ArrayView2, ArrayViewD};
+/// use xla_bcast::prelude::*;
+///
+/// let v = array![1, 2, 3];
+/// let d: ArrayViewD<i32> = v.broadcast_in_dim(&[2, 3], &[1]).unwrap();
+/// let t: ArrayView2<i32> = v.broadcast_in_dim([2, 3], &[1]).unwrap();
+/// let u: ArrayView2<i32> = v.broadcast_in_dim((2, 3), &[1]).unwrap();
+/// assert_eq!(d, t.into_dyn());
+/// assert_eq!(t, u);
+/// ```
+pub trait ShapeArg {
+    /// The dimension type of a result of this shape.
+    type Dim: ndarray::Dimension;
+    /// The shape as that dimension type.
+    fn into_dim(self) -> Self::Dim;
+}
+
+impl ShapeArg for &[usize] {
+    type Dim = ndarray::IxDyn;
+    fn into_dim(self) -> ndarray::IxDyn {
+        ndarray::IxDyn(self)
+    }
+}
+
+impl<const N: usize> ShapeArg for &[usize; N] {
+    type Dim = ndarray::IxDyn;
+    fn into_dim(self) -> ndarray::IxDyn {
+        ndarray::IxDyn(self)
+    }
+}
+
+impl ShapeArg for &Vec<usize> {
+    type Dim = ndarray::IxDyn;
+    fn into_dim(self) -> ndarray::IxDyn {
+        ndarray::IxDyn(self)
+    }
+}
+
+/// Fixed ranks, as arrays and as tuples (what ndarray's `IntoDimension` takes).
+macro_rules! fixed_shape_arg {
+    ($($n:literal: $tuple:ty),*) => {$(
+        impl ShapeArg for [usize; $n] {
+            type Dim = ndarray::Dim<[usize; $n]>;
+            fn into_dim(self) -> Self::Dim {
+                ndarray::IntoDimension::into_dimension(self)
+            }
+        }
+        impl ShapeArg for $tuple {
+            type Dim = ndarray::Dim<[usize; $n]>;
+            fn into_dim(self) -> Self::Dim {
+                ndarray::IntoDimension::into_dimension(self)
+            }
+        }
+    )*};
+}
+fixed_shape_arg!(
+    0: (),
+    1: (usize,),
+    2: (usize, usize),
+    3: (usize, usize, usize),
+    4: (usize, usize, usize, usize),
+    5: (usize, usize, usize, usize, usize),
+    6: (usize, usize, usize, usize, usize, usize)
+);
+
 /// A shape or dim list, inline up to rank 6 so the hot path of small ops does not allocate.
 pub(crate) type Dims = SmallVec<[usize; 6]>;
 
