@@ -52,6 +52,17 @@
 //! let _ = array![true].sub_bcast(&array![false], &[]);
 //! ```
 //!
+//! or an order of complex numbers (with the feature `complex`):
+//!
+//! ```compile_fail
+//! use ndarray::array;
+//! use num_complex::Complex64;
+//! use xla_bcast::prelude::*;
+//! let a = array![Complex64::new(1.0, 2.0)];
+//! let _ = a.max_bcast(&a, &[]);
+//! let _ = a.lt_bcast(&a, &[]);
+//! ```
+//!
 //! while the same calls on the right types do:
 //!
 //! ```
