@@ -462,6 +462,63 @@ macro_rules! binary_operator {
     };
 }
 
+/// A plain ndarray array on the left of a strict one: the result is strict too (ndarray's own
+/// operators take every other right-hand side of a plain array).
+macro_rules! plain_lhs {
+    ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident) => {
+        plain_lhs!(@rhs $trait, $method, $op, $bound, $elem, [Strict<S2, E>]);
+        plain_lhs!(@rhs $trait, $method, $op, $bound, $elem, [&'r Strict<S2, E>]);
+    };
+    (@rhs $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($rhs:tt)*]) => {
+        impl<'r, A, S, D, E, S2> $trait<$($rhs)*> for ArrayBase<S, D>
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: $($rhs)*) -> Self::Output {
+                binary($op, &self, &rhs.0, A::$elem)
+            }
+        }
+
+        impl<'l, 'r, A, S, D, E, S2> $trait<$($rhs)*> for &'l ArrayBase<S, D>
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: $($rhs)*) -> Self::Output {
+                binary($op, self, &rhs.0, A::$elem)
+            }
+        }
+    };
+}
+
+plain_lhs!(Add, add, "add", XlaElement, xla_add);
+plain_lhs!(Sub, sub, "sub", XlaNumber, xla_sub);
+plain_lhs!(Mul, mul, "mul", XlaElement, xla_mul);
+plain_lhs!(Div, div, "div", XlaNumber, xla_div);
+plain_lhs!(Rem, rem, "rem", XlaReal, xla_rem);
+plain_lhs!(BitAnd, bitand, "and", XlaBitwise, xla_and);
+plain_lhs!(BitOr, bitor, "or", XlaBitwise, xla_or);
+plain_lhs!(BitXor, bitxor, "xor", XlaBitwise, xla_xor);
+plain_lhs!(Shl, shl, "shift_left", XlaInteger, xla_shift_left);
+plain_lhs!(
+    Shr,
+    shr,
+    "shift_right_arithmetic",
+    XlaInteger,
+    xla_shift_right_arithmetic
+);
+
 binary_operator!(Add, add, AddAssign, add_assign, "add", XlaElement, xla_add);
 binary_operator!(Sub, sub, SubAssign, sub_assign, "sub", XlaNumber, xla_sub);
 binary_operator!(Mul, mul, MulAssign, mul_assign, "mul", XlaElement, xla_mul);

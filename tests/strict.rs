@@ -213,7 +213,12 @@ fn every_operand_form() {
     assert_eq!(a.clone().into_strict() + &b, want);
     assert_eq!(a.view().into_strict() + &b, want);
     assert_eq!(b.strict() + &a, want); // the smaller operand first
-                                       // Scalars on either side, unary operators, the bit operators.
+                                       // A plain array on the left of a strict one: strict too.
+    let left: StrictArray<i32, _> = &b + a.strict();
+    assert_eq!(left, want);
+    assert_eq!(b.clone() + &a.strict(), want);
+    assert!(catch_unwind(AssertUnwindSafe(|| &array![1, 2, 3] + a.strict())).is_err());
+    // Scalars on either side, unary operators, the bit operators.
     assert_eq!(2 * a.strict() - 1, a.mapv(|x| 2 * x - 1));
     assert_eq!(10 - a.strict(), a.mapv(|x| 10 - x));
     assert_eq!(-a.strict(), a.mapv(|x| -x));
