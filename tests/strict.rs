@@ -132,6 +132,32 @@ fn ndarray_scaled_add() {
     }
 }
 
+/// ndarray's `test_add` (in `tests/array.rs`): a shared (`ArcArray`) 2x2 of `0..4` added to
+/// itself, and its scalar arithmetic on shared storage and on mutable views.
+#[test]
+fn ndarray_shared_and_view_arithmetic() {
+    let mut a = ndarray::ArcArray::<usize, _>::zeros((2, 2));
+    for (i, elt) in a.iter_mut().enumerate() {
+        *elt = i;
+    }
+    let b = a.clone();
+    let sum = a.into_strict() + &b;
+    assert_eq!(
+        [sum[[0, 0]], sum[[0, 1]], sum[[1, 0]], sum[[1, 1]]],
+        [0, 2, 4, 6]
+    );
+    let mut m = Array2::<f64>::zeros((3, 4));
+    {
+        let mut col = m.column_mut(1).into_strict();
+        col += 1.0;
+        col *= &arr0(3.0);
+    }
+    let mut row = m.row_mut(2).into_strict();
+    row -= &array![1.0, 1.0, 1.0, 1.0];
+    assert_eq!(m.column(1), array![3.0, 3.0, 2.0]);
+    assert_eq!(m.row(2), array![-1.0, 2.0, -1.0, -1.0]);
+}
+
 /// Where ndarray promotes a rank, the strict type panics, with the error's message and the
 /// caller's line; the `_bcast` method returns the same error.
 #[test]
