@@ -216,6 +216,18 @@ pub enum BroadcastError {
         max: Box<[usize]>,
     },
 
+    /// An op of a recorded program ([`crate::stablehlo`]) got operands whose element types it
+    /// does not take.
+    #[error("{op}: element types {types}: {reason}")]
+    ElementType {
+        /// The operation.
+        op: &'static str,
+        /// The operands' element types, in StableHLO's names.
+        types: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A result's rank differs from the rank of the dimension type it is returned in (a fixed
     /// `Ix1`..`Ix6` that the operands' types promised).
     #[error(
@@ -437,6 +449,7 @@ impl BroadcastError {
             | Self::OutputShape { op, .. }
             | Self::ResultRank { op, .. }
             | Self::ClampShape { op, .. }
+            | Self::ElementType { op, .. }
             | Self::NumpyIncompatible { op, .. }
             | Self::PaddleAxis { op, .. }
             | Self::SizeOverflow { op, .. }

@@ -55,6 +55,7 @@ pub mod ops;
 pub mod paddle;
 pub mod reduce;
 pub mod shape;
+pub mod stablehlo;
 pub mod strict;
 mod view;
 

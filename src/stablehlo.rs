@@ -1,0 +1,1136 @@
+//! The same broadcasting program on this machine and on XLA: a [`Program`] records the crate's
+//! ops on symbolic arrays, checking shapes with the very same rules (the same
+//! [`BroadcastError`]s, at record time), and then either runs here ([`Program::run`], through
+//! the crate's own ops) or prints as StableHLO text ([`Program::to_stablehlo`]) that XLA (through
+//! JAX, or any PJRT runtime) compiles and runs unchanged, on any device.
+//!
+//! ```
+//! use ndarray::{array, ArrayD};
+//! use xla_bcast::stablehlo::{Program, Tensor};
+//!
+//! let mut p = Program::new("bias_add");
+//! let x = p.parameter::<f32>(&[2, 3]);
+//! let v = p.parameter::<f32>(&[3]);
+//! let y = p.add(x, v, &[1]).unwrap(); // broadcast_dimensions, as add_bcast
+//! p.output(y);
+//! assert!(p.add(x, v, &[0]).is_err()); // the crate's rule, at record time
+//!
+//! let out = p
+//!     .run(&[array![[1f32, 2., 3.], [4., 5., 6.]].into_dyn().into(), array![10f32, 20., 30.].into_dyn().into()])
+//!     .unwrap();
+//! assert_eq!(out[0], Tensor::from(array![[11f32, 22., 33.], [14., 25., 36.]].into_dyn()));
+//!
+//! let text: String = p.to_stablehlo();
+//! assert!(text.contains("func.func public @main(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> (tensor<2x3xf32>)"));
+//! assert!(text.contains("stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>"));
+//! ```
+//!
+//! What the export covers: every op of the crate's strict family (`add` .. `atan2`), the
+//! comparisons, `select`, `clamp`, `broadcast_in_dim` and the sum [`Program::reduce_in_dim`], on
+//! every element type the crate has. Not covered: the NumPy and Paddle wrappers (record their
+//! `broadcast_dimensions` with the strict ops instead), closures (`zip_bcast`,
+//! `reduce_in_dim_with`), layouts, and `_into` / in-place forms (a program's values are fresh).
+//!
+//! Where XLA and the crate are known to differ, see the README's "Where the references
+//! disagree" (integer `pow` with exponents of 64 and more).
+
+use std::fmt::Write as _;
+
+use ndarray::ArrayD;
+
+use crate::element::XlaElement;
+use crate::error::{BroadcastError, Result};
+use crate::ops::{ArithBcast, BroadcastInDim, ClampBcast, CompareBcast, SelectBcast};
+use crate::reduce::ReduceInDim;
+use crate::shape::{binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_check, select_shape};
+
+/// How XLA sees an element type: its name in StableHLO and its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElementType {
+    /// The StableHLO name: `f32`, `i64`, `ui8`, `i1`, `complex<f32>`, ...
+    pub name: &'static str,
+    /// What it is.
+    pub kind: Kind,
+}
+
+/// The kind of an element type, which decides the ops it has and how it compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `bool` (`i1`, XLA's `PRED`).
+    Pred,
+    /// Signed integers.
+    Signed,
+    /// Unsigned integers.
+    Unsigned,
+    /// Real floats.
+    Float,
+    /// Complex numbers.
+    Complex,
+}
+
+/// The literals of each kind of element, exact: floats as bit patterns.
+macro_rules! literal {
+    (int) => {
+        fn literal(self) -> String {
+            self.to_string()
+        }
+    };
+    (bits $w:literal) => {
+        fn literal(self) -> String {
+            format!("0x{:0w$X}", self.to_bits(), w = $w)
+        }
+    };
+    (complex) => {
+        fn literal(self) -> String {
+            format!("({:?}, {:?})", self.re, self.im)
+        }
+    };
+}
+
+macro_rules! tensor_types {
+    ($($(#[$cfg:meta])* $variant:ident: $t:ty, $name:literal, $kind:ident, $lit:tt;)*) => {
+        /// A concrete array of any element type a [`Program`] takes or gives.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Tensor {
+            $(
+                $(#[$cfg])*
+                #[doc = concat!("`", stringify!($t), "` (`", $name, "`).")]
+                $variant(ArrayD<$t>),
+            )*
+        }
+
+        impl Tensor {
+            /// Its element type.
+            pub fn element_type(&self) -> ElementType {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(_) => <$t as StableHloElement>::TYPE,)*
+                }
+            }
+
+            /// Its shape.
+            pub fn shape(&self) -> &[usize] {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => a.shape(),)*
+                }
+            }
+
+            /// The one element of a rank-0 tensor, as a StableHLO literal.
+            fn visit_literal(&self) -> String {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => a.iter().next().map_or(String::new(), |v| v.literal()),)*
+                }
+            }
+
+            /// `f` on the array inside, whatever its element type.
+            fn visit<F: Visit>(&self, f: F) -> Result<Tensor> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => f.call(a),)*
+                }
+            }
+        }
+
+        $(
+            $(#[$cfg])*
+            impl StableHloElement for $t {
+                const TYPE: ElementType = ElementType { name: $name, kind: Kind::$kind };
+                literal!$lit;
+                fn of(t: &Tensor) -> Option<&ArrayD<Self>> {
+                    match t {
+                        Tensor::$variant(a) => Some(a),
+                        #[allow(unreachable_patterns)]
+                        _ => None,
+                    }
+                }
+            }
+
+            $(#[$cfg])*
+            impl From<ArrayD<$t>> for Tensor {
+                fn from(a: ArrayD<$t>) -> Tensor {
+                    Tensor::$variant(a)
+                }
+            }
+        )*
+    };
+}
+
+tensor_types! {
+    Pred: bool, "i1", Pred, (int);
+    I8: i8, "i8", Signed, (int);
+    I16: i16, "i16", Signed, (int);
+    I32: i32, "i32", Signed, (int);
+    I64: i64, "i64", Signed, (int);
+    U8: u8, "ui8", Unsigned, (int);
+    U16: u16, "ui16", Unsigned, (int);
+    U32: u32, "ui32", Unsigned, (int);
+    U64: u64, "ui64", Unsigned, (int);
+    F32: f32, "f32", Float, (bits 8);
+    F64: f64, "f64", Float, (bits 16);
+    #[cfg(feature = "half")]
+    F16: half::f16, "f16", Float, (bits 4);
+    #[cfg(feature = "half")]
+    Bf16: half::bf16, "bf16", Float, (bits 4);
+    #[cfg(feature = "complex")]
+    C64: num_complex::Complex<f32>, "complex<f32>", Complex, (complex);
+    #[cfg(feature = "complex")]
+    C128: num_complex::Complex<f64>, "complex<f64>", Complex, (complex);
+}
+
+/// An element type a [`Program`] can hold, with its StableHLO type.
+pub trait StableHloElement: XlaElement {
+    /// Its StableHLO type.
+    const TYPE: ElementType;
+    /// The array inside `t`, if `t` holds this type.
+    fn of(t: &Tensor) -> Option<&ArrayD<Self>>;
+    /// The value as a StableHLO literal, exactly (floats as their bits).
+    fn literal(self) -> String;
+}
+
+/// A symbolic array of a [`Program`]: a handle, cheap to copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Value(usize);
+
+/// The elementwise binary ops, by the crate's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binary {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Max,
+    Min,
+    Pow,
+    And,
+    Or,
+    Xor,
+    ShiftLeft,
+    ShiftRightArithmetic,
+    ShiftRightLogical,
+    Atan2,
+}
+
+impl Binary {
+    /// The crate's name and StableHLO's.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Binary::Add => ("add", "add"),
+            Binary::Sub => ("sub", "subtract"),
+            Binary::Mul => ("mul", "multiply"),
+            Binary::Div => ("div", "divide"),
+            Binary::Rem => ("rem", "remainder"),
+            Binary::Max => ("max", "maximum"),
+            Binary::Min => ("min", "minimum"),
+            Binary::Pow => ("pow", "power"),
+            Binary::And => ("and", "and"),
+            Binary::Or => ("or", "or"),
+            Binary::Xor => ("xor", "xor"),
+            Binary::ShiftLeft => ("shift_left", "shift_left"),
+            Binary::ShiftRightArithmetic => ("shift_right_arithmetic", "shift_right_arithmetic"),
+            Binary::ShiftRightLogical => ("shift_right_logical", "shift_right_logical"),
+            Binary::Atan2 => ("atan2", "atan2"),
+        }
+    }
+
+    /// Whether elements of `kind` have this op (the crate's traits, at run time).
+    fn defined_for(self, kind: Kind) -> bool {
+        use Kind::*;
+        match self {
+            Binary::Add | Binary::Mul => true,
+            Binary::Sub | Binary::Div | Binary::Pow => kind != Pred,
+            Binary::Rem => matches!(kind, Signed | Unsigned | Float),
+            Binary::Max | Binary::Min => kind != Complex,
+            Binary::And | Binary::Or | Binary::Xor => matches!(kind, Pred | Signed | Unsigned),
+            Binary::ShiftLeft | Binary::ShiftRightArithmetic | Binary::ShiftRightLogical => {
+                matches!(kind, Signed | Unsigned)
+            }
+            Binary::Atan2 => matches!(kind, Float | Complex),
+        }
+    }
+}
+
+/// The comparison directions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Direction {
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Direction::Eq => ("eq", "EQ"),
+            Direction::Ne => ("ne", "NE"),
+            Direction::Lt => ("lt", "LT"),
+            Direction::Le => ("le", "LE"),
+            Direction::Gt => ("gt", "GT"),
+            Direction::Ge => ("ge", "GE"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Parameter,
+    Constant(Tensor),
+    BroadcastInDim {
+        x: Value,
+        dims: Vec<usize>,
+    },
+    Binary {
+        op: Binary,
+        lhs: Value,
+        rhs: Value,
+        dims: Vec<usize>,
+    },
+    Compare {
+        dir: Direction,
+        lhs: Value,
+        rhs: Value,
+        dims: Vec<usize>,
+    },
+    Select {
+        pred: Value,
+        on_true: Value,
+        on_false: Value,
+    },
+    Clamp {
+        min: Value,
+        x: Value,
+        max: Value,
+    },
+    ReduceInDim {
+        x: Value,
+        dims: Vec<usize>,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    op: Op,
+    shape: Vec<usize>,
+    ty: ElementType,
+}
+
+/// A broadcasting program over symbolic arrays; see the [module](self).
+#[derive(Debug, Clone)]
+pub struct Program {
+    name: String,
+    nodes: Vec<Node>,
+    params: Vec<Value>,
+    outputs: Vec<Value>,
+}
+
+/// The error for an op whose operands' element types do not fit it.
+fn type_error(op: &'static str, types: &[ElementType], reason: &str) -> BroadcastError {
+    let names: Vec<&str> = types.iter().map(|t| t.name).collect();
+    BroadcastError::ElementType {
+        op,
+        types: names.join(", "),
+        reason: reason.to_string(),
+    }
+}
+
+macro_rules! binary_methods {
+    ($($name:ident => $op:ident;)*) => {$(
+        #[doc = concat!("Records `", stringify!($name), "` of `lhs` and `rhs` with XLA's `broadcast_dimensions` (as [`ArithBcast`]'s `", stringify!($name), "_bcast`).")]
+        ///
+        /// # Errors
+        /// The shape rule's error, or [`BroadcastError::ElementType`] when the operands' types
+        /// differ or do not have the op.
+        pub fn $name(&mut self, lhs: Value, rhs: Value, broadcast_dimensions: &[usize]) -> Result<Value> {
+            self.binary(Binary::$op, lhs, rhs, broadcast_dimensions)
+        }
+    )*};
+}
+
+macro_rules! compare_methods {
+    ($($name:ident => $dir:ident;)*) => {$(
+        #[doc = concat!("Records the comparison `", stringify!($name), "` (a `bool` result, `i1`), with XLA's `broadcast_dimensions`.")]
+        ///
+        /// # Errors
+        /// The shape rule's error, or [`BroadcastError::ElementType`] (different types, or an
+        /// order of complex numbers).
+        pub fn $name(&mut self, lhs: Value, rhs: Value, broadcast_dimensions: &[usize]) -> Result<Value> {
+            self.compare(Direction::$dir, lhs, rhs, broadcast_dimensions)
+        }
+    )*};
+}
+
+impl Program {
+    /// An empty program; `name` names the StableHLO module.
+    ///
+    /// ```
+    /// let p = xla_bcast::stablehlo::Program::new("model");
+    /// assert!(p.to_stablehlo().starts_with("module @model {"));
+    /// ```
+    pub fn new(name: &str) -> Self {
+        let name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        Program {
+            name,
+            nodes: Vec::new(),
+            params: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, op: Op, shape: Vec<usize>, ty: ElementType) -> Value {
+        self.nodes.push(Node { op, shape, ty });
+        Value(self.nodes.len() - 1)
+    }
+
+    fn node(&self, v: Value) -> &Node {
+        &self.nodes[v.0]
+    }
+
+    /// A new parameter (the program's next input) of element type `T` and shape `shape`.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    /// let mut p = Program::new("m");
+    /// let x = p.parameter::<i64>(&[4]);
+    /// assert_eq!(p.shape(x), &[4]);
+    /// ```
+    pub fn parameter<T: StableHloElement>(&mut self, shape: &[usize]) -> Value {
+        let v = self.push(Op::Parameter, shape.to_vec(), T::TYPE);
+        self.params.push(v);
+        v
+    }
+
+    /// A scalar constant (rank 0: it broadcasts to anything).
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    /// let mut p = Program::new("relu");
+    /// let x = p.parameter::<f32>(&[4]);
+    /// let zero = p.constant(0.0f32);
+    /// let y = p.max(x, zero, &[]).unwrap();
+    /// p.output(y);
+    /// assert!(p.to_stablehlo().contains("stablehlo.constant dense<0x00000000> : tensor<f32>"));
+    /// ```
+    pub fn constant<T: StableHloElement>(&mut self, value: T) -> Value
+    where
+        Tensor: From<ArrayD<T>>,
+    {
+        let t = Tensor::from(ArrayD::from_elem(ndarray::IxDyn(&[]), value));
+        self.push(Op::Constant(t), vec![], T::TYPE)
+    }
+
+    /// The shape of `v`.
+    pub fn shape(&self, v: Value) -> &[usize] {
+        &self.node(v).shape
+    }
+
+    /// The element type of `v`.
+    pub fn element_type(&self, v: Value) -> ElementType {
+        self.node(v).ty
+    }
+
+    /// Marks `v` as the program's next result.
+    pub fn output(&mut self, v: Value) {
+        self.outputs.push(v);
+    }
+
+    /// Records `broadcast_in_dim` (as [`BroadcastInDim::broadcast_in_dim`]).
+    ///
+    /// # Errors
+    /// The rule's error.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    /// let mut p = Program::new("m");
+    /// let v = p.parameter::<f32>(&[3]);
+    /// let b = p.broadcast_in_dim(v, &[2, 3], &[1]).unwrap();
+    /// assert_eq!(p.shape(b), &[2, 3]);
+    /// assert!(p.broadcast_in_dim(v, &[3, 2], &[1]).is_err());
+    /// ```
+    pub fn broadcast_in_dim(
+        &mut self,
+        x: Value,
+        out_shape: &[usize],
+        dims: &[usize],
+    ) -> Result<Value> {
+        let node = self.node(x);
+        let ty = node.ty;
+        in_dim_check("broadcast_in_dim", &node.shape, out_shape, dims)?;
+        broadcast_in_dim_shape(&node.shape, out_shape, dims)?;
+        Ok(self.push(
+            Op::BroadcastInDim {
+                x,
+                dims: dims.to_vec(),
+            },
+            out_shape.to_vec(),
+            ty,
+        ))
+    }
+
+    fn binary(&mut self, op: Binary, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
+        let name = op.names().0;
+        let (l, r) = (self.node(lhs), self.node(rhs));
+        if l.ty != r.ty {
+            return Err(type_error(
+                name,
+                &[l.ty, r.ty],
+                "the operands must have one element type",
+            ));
+        }
+        if !op.defined_for(l.ty.kind) {
+            return Err(type_error(
+                name,
+                &[l.ty],
+                "XLA does not define the op for this type",
+            ));
+        }
+        let plan = binary_plan(name, &l.shape, &r.shape, dims)?;
+        let ty = l.ty;
+        let dims = dims.to_vec();
+        Ok(self.push(Op::Binary { op, lhs, rhs, dims }, plan.out.to_vec(), ty))
+    }
+
+    fn compare(&mut self, dir: Direction, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
+        let name = dir.names().0;
+        let (l, r) = (self.node(lhs), self.node(rhs));
+        if l.ty != r.ty {
+            return Err(type_error(
+                name,
+                &[l.ty, r.ty],
+                "the operands must have one element type",
+            ));
+        }
+        if l.ty.kind == Kind::Complex && !matches!(dir, Direction::Eq | Direction::Ne) {
+            return Err(type_error(name, &[l.ty], "complex numbers have no order"));
+        }
+        let plan = binary_plan(name, &l.shape, &r.shape, dims)?;
+        let dims = dims.to_vec();
+        Ok(self.push(
+            Op::Compare {
+                dir,
+                lhs,
+                rhs,
+                dims,
+            },
+            plan.out.to_vec(),
+            bool::TYPE,
+        ))
+    }
+
+    binary_methods! {
+        add => Add;
+        sub => Sub;
+        mul => Mul;
+        div => Div;
+        rem => Rem;
+        max => Max;
+        min => Min;
+        pow => Pow;
+        and => And;
+        or => Or;
+        xor => Xor;
+        shift_left => ShiftLeft;
+        shift_right_arithmetic => ShiftRightArithmetic;
+        shift_right_logical => ShiftRightLogical;
+        atan2 => Atan2;
+    }
+
+    compare_methods! {
+        eq => Eq;
+        ne => Ne;
+        lt => Lt;
+        le => Le;
+        gt => Gt;
+        ge => Ge;
+    }
+
+    /// Records `select(pred, on_true, on_false)` (as [`SelectBcast::select_bcast`]).
+    ///
+    /// # Errors
+    /// The rule's error, or [`BroadcastError::ElementType`] (`pred` not `bool`, or the two
+    /// branches of different types).
+    pub fn select(&mut self, pred: Value, on_true: Value, on_false: Value) -> Result<Value> {
+        let (p, t, f) = (self.node(pred), self.node(on_true), self.node(on_false));
+        if p.ty != bool::TYPE || t.ty != f.ty {
+            return Err(type_error(
+                "select",
+                &[p.ty, t.ty, f.ty],
+                "the predicate must be i1 and the branches of one type",
+            ));
+        }
+        let shape = select_shape(&p.shape, &t.shape, &f.shape)?;
+        let ty = t.ty;
+        Ok(self.push(
+            Op::Select {
+                pred,
+                on_true,
+                on_false,
+            },
+            shape,
+            ty,
+        ))
+    }
+
+    /// Records `clamp(min, x, max)` (as [`ClampBcast::clamp_bcast`]: bounds scalar or of `x`'s
+    /// shape).
+    ///
+    /// # Errors
+    /// The rule's error, or [`BroadcastError::ElementType`].
+    pub fn clamp(&mut self, min: Value, x: Value, max: Value) -> Result<Value> {
+        let (lo, v, hi) = (self.node(min), self.node(x), self.node(max));
+        if lo.ty != v.ty || hi.ty != v.ty || v.ty.kind == Kind::Complex {
+            return Err(type_error(
+                "clamp",
+                &[lo.ty, v.ty, hi.ty],
+                "the three must have one ordered element type",
+            ));
+        }
+        let shape = clamp_shape(&lo.shape, &v.shape, &hi.shape)?;
+        let ty = v.ty;
+        Ok(self.push(Op::Clamp { min, x, max }, shape, ty))
+    }
+
+    /// Records the sum of `x` back to `operand_shape` (as [`ReduceInDim::reduce_in_dim`]): a
+    /// `stablehlo.reduce` with an add region, then a reshape and transpose to the target.
+    ///
+    /// # Errors
+    /// The rule's error.
+    pub fn reduce_in_dim(
+        &mut self,
+        x: Value,
+        operand_shape: &[usize],
+        dims: &[usize],
+    ) -> Result<Value> {
+        let node = self.node(x);
+        in_dim_check("reduce_in_dim", operand_shape, &node.shape, dims)?;
+        let ty = node.ty;
+        let dims = dims.to_vec();
+        Ok(self.push(Op::ReduceInDim { x, dims }, operand_shape.to_vec(), ty))
+    }
+
+    /// Runs the program here, on the crate's own ops, with one input per parameter (in the
+    /// order they were made); the results come in the order of [`Program::output`].
+    ///
+    /// # Errors
+    /// [`BroadcastError::ElementType`] or [`BroadcastError::OutputShape`] when an input does
+    /// not have its parameter's type or shape; any error of an op (allocation).
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        if inputs.len() != self.params.len() {
+            return Err(BroadcastError::ElementType {
+                op: "run",
+                types: format!("{} inputs", inputs.len()),
+                reason: format!("the program has {} parameters", self.params.len()),
+            });
+        }
+        let mut values: Vec<Option<Tensor>> = vec![None; self.nodes.len()];
+        for (p, input) in self.params.iter().zip(inputs) {
+            let node = self.node(*p);
+            if input.element_type() != node.ty {
+                return Err(type_error(
+                    "run",
+                    &[input.element_type(), node.ty],
+                    "an input of the wrong type",
+                ));
+            }
+            crate::ops::check_out("run", &node.shape, input.shape())?;
+            values[p.0] = Some(input.clone());
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            if values[i].is_some() {
+                continue;
+            }
+            let get = |v: &Value| values[v.0].as_ref().expect("values are made in order");
+            let out = eval(node, get)?;
+            values[i] = Some(out);
+        }
+        Ok(self
+            .outputs
+            .iter()
+            .map(|v| values[v.0].clone().expect("every value was computed"))
+            .collect())
+    }
+
+    /// The program as StableHLO text: a module with one `func.func public @main` whose
+    /// arguments are the parameters and whose results are the outputs, in StableHLO's pretty
+    /// form as current XLA parses it (`dims = [..]` attributes).
+    pub fn to_stablehlo(&self) -> String {
+        let ty = |v: Value| tensor_type(&self.node(v).shape, self.node(v).ty);
+        let mut names: Vec<String> = vec![String::new(); self.nodes.len()];
+        for (k, p) in self.params.iter().enumerate() {
+            names[p.0] = format!("%arg{k}");
+        }
+        let args: Vec<String> = self
+            .params
+            .iter()
+            .map(|&p| format!("{}: {}", names[p.0], ty(p)))
+            .collect();
+        let results: Vec<String> = self.outputs.iter().map(|&v| ty(v)).collect();
+        let mut body = String::new();
+        let mut next = 0usize;
+        let mut fresh = |body: &mut String, line: String| -> String {
+            let name = format!("%{next}");
+            next += 1;
+            let _ = writeln!(body, "    {name} = {line}");
+            name
+        };
+        for (i, node) in self.nodes.iter().enumerate() {
+            let out_ty = tensor_type(&node.shape, node.ty);
+            // An operand placed at this node's shape: as it is, or through a broadcast_in_dim.
+            let mut placed = |body: &mut String, v: Value, dims: &[usize]| -> String {
+                let from = self.node(v);
+                if from.shape == node.shape && dims.iter().copied().eq(0..dims.len()) {
+                    return names[v.0].clone();
+                }
+                let to = tensor_type(&node.shape, from.ty);
+                fresh(
+                    body,
+                    format!(
+                        "stablehlo.broadcast_in_dim {}, dims = {:?} : ({}) -> {to}",
+                        names[v.0],
+                        dims,
+                        tensor_type(&from.shape, from.ty)
+                    ),
+                )
+            };
+            let name = match &node.op {
+                Op::Parameter => continue,
+                Op::Constant(t) => {
+                    let literal = t.visit_literal();
+                    fresh(
+                        &mut body,
+                        format!("stablehlo.constant dense<{literal}> : {out_ty}"),
+                    )
+                }
+                Op::BroadcastInDim { x, dims } => {
+                    let (from, src) = (self.node(*x), names[x.0].clone());
+                    fresh(
+                        &mut body,
+                        format!(
+                            "stablehlo.broadcast_in_dim {src}, dims = {dims:?} : ({}) -> {out_ty}",
+                            tensor_type(&from.shape, from.ty)
+                        ),
+                    )
+                }
+                Op::Binary { op, lhs, rhs, dims } => {
+                    let (l, r) = self.placement(*lhs, *rhs, dims);
+                    let (a, b) = (placed(&mut body, *lhs, &l), placed(&mut body, *rhs, &r));
+                    fresh(
+                        &mut body,
+                        format!("stablehlo.{} {a}, {b} : {out_ty}", op.names().1),
+                    )
+                }
+                Op::Compare {
+                    dir,
+                    lhs,
+                    rhs,
+                    dims,
+                } => {
+                    let (l, r) = self.placement(*lhs, *rhs, dims);
+                    let (a, b) = (placed(&mut body, *lhs, &l), placed(&mut body, *rhs, &r));
+                    let in_ty = tensor_type(&node.shape, self.node(*lhs).ty);
+                    let kind = match self.node(*lhs).ty.kind {
+                        Kind::Float | Kind::Complex => "FLOAT",
+                        Kind::Signed => "SIGNED",
+                        Kind::Pred | Kind::Unsigned => "UNSIGNED",
+                    };
+                    fresh(
+                        &mut body,
+                        format!(
+                            "stablehlo.compare  {}, {a}, {b},  {kind} : ({in_ty}, {in_ty}) -> {out_ty}",
+                            dir.names().1
+                        ),
+                    )
+                }
+                Op::Select {
+                    pred,
+                    on_true,
+                    on_false,
+                } => {
+                    let id = |v: Value| (0..self.node(v).shape.len()).collect::<Vec<usize>>();
+                    let p = placed(&mut body, *pred, &id(*pred));
+                    let t = placed(&mut body, *on_true, &id(*on_true));
+                    let f = placed(&mut body, *on_false, &id(*on_false));
+                    let p_ty = tensor_type(&node.shape, bool::TYPE);
+                    fresh(
+                        &mut body,
+                        format!("stablehlo.select {p}, {t}, {f} : ({p_ty}, {out_ty}, {out_ty}) -> {out_ty}"),
+                    )
+                }
+                Op::Clamp { min, x, max } => {
+                    let bound = |v: Value| {
+                        let n = self.node(v);
+                        (names[v.0].clone(), tensor_type(&n.shape, n.ty))
+                    };
+                    let ((lo, lo_ty), (v, v_ty), (hi, hi_ty)) =
+                        (bound(*min), bound(*x), bound(*max));
+                    fresh(
+                        &mut body,
+                        format!("stablehlo.clamp {lo}, {v}, {hi} : ({lo_ty}, {v_ty}, {hi_ty}) -> {out_ty}"),
+                    )
+                }
+                Op::ReduceInDim { x, dims } => {
+                    self.emit_reduce(&mut body, &mut fresh, node, *x, dims, &names)
+                }
+            };
+            names[i] = name;
+        }
+        let returned: Vec<String> = self.outputs.iter().map(|v| names[v.0].clone()).collect();
+        format!(
+            "module @{} {{\n  func.func public @main({}) -> ({}) {{\n{body}    return {} : {}\n  }}\n}}\n",
+            self.name,
+            args.join(", "),
+            results.join(", "),
+            returned.join(", "),
+            results.join(", ")
+        )
+    }
+
+    /// The `broadcast_in_dim` dims that place each operand of a binary op at its output.
+    fn placement(&self, lhs: Value, rhs: Value, dims: &[usize]) -> (Vec<usize>, Vec<usize>) {
+        let (l, r) = (self.node(lhs), self.node(rhs));
+        let plan =
+            binary_plan("binary_op", &l.shape, &r.shape, dims).expect("checked when recorded");
+        (plan.lhs_dims.to_vec(), plan.rhs_dims.to_vec())
+    }
+
+    /// A sum of `x` over the dims that fold, then a reshape (back the operand's size-1 dims)
+    /// and a transpose (back its order) to the operand's shape.
+    fn emit_reduce(
+        &self,
+        body: &mut String,
+        fresh: &mut impl FnMut(&mut String, String) -> String,
+        node: &Node,
+        x: Value,
+        dims: &[usize],
+        names: &[String],
+    ) -> String {
+        let src = self.node(x);
+        let operand = &node.shape;
+        // Output dims that fold: not mapped, or mapped from a size-1 operand dim.
+        let folds: Vec<usize> = (0..src.shape.len())
+            .filter(|&d| match dims.iter().position(|&m| m == d) {
+                None => true,
+                Some(i) => operand[i] != src.shape[d],
+            })
+            .collect();
+        let kept: Vec<usize> = (0..src.shape.len())
+            .filter(|d| !folds.contains(d))
+            .map(|d| src.shape[d])
+            .collect();
+        let zero = match node.ty.kind {
+            Kind::Pred => "false".to_string(),
+            Kind::Signed | Kind::Unsigned => "0".to_string(),
+            Kind::Float => "0.000000e+00".to_string(),
+            Kind::Complex => "(0.000000e+00,0.000000e+00)".to_string(),
+        };
+        let scalar = tensor_type(&[], node.ty);
+        let init = fresh(body, format!("stablehlo.constant dense<{zero}> : {scalar}"));
+        let reduced_ty = tensor_type(&kept, node.ty);
+        let add = if node.ty.kind == Kind::Pred {
+            "or"
+        } else {
+            "add"
+        };
+        let mut cur = fresh(
+            body,
+            format!(
+                "stablehlo.reduce({} init: {init}) applies stablehlo.{add} across dimensions = {folds:?} : ({}, {scalar}) -> {reduced_ty}",
+                names[x.0],
+                tensor_type(&src.shape, src.ty)
+            ),
+        );
+        // The operand's dims in the order they sit in the output, then back to its own order.
+        let mut order: Vec<usize> = (0..operand.len()).collect();
+        order.sort_by_key(|&i| dims[i]);
+        let sorted: Vec<usize> = order.iter().map(|&i| operand[i]).collect();
+        let mut cur_shape = kept;
+        if cur_shape != sorted {
+            let to = tensor_type(&sorted, node.ty);
+            cur = fresh(
+                body,
+                format!(
+                    "stablehlo.reshape {cur} : ({}) -> {to}",
+                    tensor_type(&cur_shape, node.ty)
+                ),
+            );
+            cur_shape = sorted;
+        }
+        let perm: Vec<usize> = (0..operand.len())
+            .map(|i| order.iter().position(|&o| o == i).expect("a permutation"))
+            .collect();
+        if !perm.iter().copied().eq(0..perm.len()) {
+            cur = fresh(
+                body,
+                format!(
+                    "stablehlo.transpose {cur}, dims = {perm:?} : ({}) -> {}",
+                    tensor_type(&cur_shape, node.ty),
+                    tensor_type(operand, node.ty)
+                ),
+            );
+        }
+        cur
+    }
+}
+
+/// `tensor<2x3xf32>`, `tensor<f32>` for rank 0.
+fn tensor_type(shape: &[usize], ty: ElementType) -> String {
+    let mut s = String::from("tensor<");
+    for n in shape {
+        let _ = write!(s, "{n}x");
+    }
+    s.push_str(ty.name);
+    s.push('>');
+    s
+}
+
+/// The type error of an op run on operands of other types than recorded (which `run`'s input
+/// checks rule out).
+fn mismatch(op: &'static str) -> BroadcastError {
+    BroadcastError::ElementType {
+        op,
+        types: String::new(),
+        reason: "operands of other types than recorded".to_string(),
+    }
+}
+
+/// The class-specific ops of one element type, on concrete arrays.
+pub(crate) trait Ops: StableHloElement + PartialEq {
+    fn binary(
+        op: Binary,
+        a: &ArrayD<Self>,
+        b: &ArrayD<Self>,
+        dims: &[usize],
+    ) -> Result<ArrayD<Self>>;
+    fn compare(
+        dir: Direction,
+        a: &ArrayD<Self>,
+        b: &ArrayD<Self>,
+        dims: &[usize],
+    ) -> Result<ArrayD<bool>>;
+    fn clamp(lo: &ArrayD<Self>, x: &ArrayD<Self>, hi: &ArrayD<Self>) -> Result<ArrayD<Self>>;
+}
+
+/// The comparisons of ordered types.
+macro_rules! ordered_compare {
+    () => {
+        fn compare(
+            dir: Direction,
+            a: &ArrayD<Self>,
+            b: &ArrayD<Self>,
+            dims: &[usize],
+        ) -> Result<ArrayD<bool>> {
+            match dir {
+                Direction::Eq => a.eq_bcast(b, dims),
+                Direction::Ne => a.ne_bcast(b, dims),
+                Direction::Lt => a.lt_bcast(b, dims),
+                Direction::Le => a.le_bcast(b, dims),
+                Direction::Gt => a.gt_bcast(b, dims),
+                Direction::Ge => a.ge_bcast(b, dims),
+            }
+        }
+        fn clamp(lo: &ArrayD<Self>, x: &ArrayD<Self>, hi: &ArrayD<Self>) -> Result<ArrayD<Self>> {
+            x.clamp_bcast(lo, hi)
+        }
+    };
+}
+
+macro_rules! int_ops {
+    ($($t:ty),*) => {$(
+        impl Ops for $t {
+            fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
+                match op {
+                    Binary::Add => a.add_bcast(b, d),
+                    Binary::Sub => a.sub_bcast(b, d),
+                    Binary::Mul => a.mul_bcast(b, d),
+                    Binary::Div => a.div_bcast(b, d),
+                    Binary::Rem => a.rem_bcast(b, d),
+                    Binary::Max => a.max_bcast(b, d),
+                    Binary::Min => a.min_bcast(b, d),
+                    Binary::Pow => a.pow_bcast(b, d),
+                    Binary::And => a.and_bcast(b, d),
+                    Binary::Or => a.or_bcast(b, d),
+                    Binary::Xor => a.xor_bcast(b, d),
+                    Binary::ShiftLeft => a.shift_left_bcast(b, d),
+                    Binary::ShiftRightArithmetic => a.shift_right_arithmetic_bcast(b, d),
+                    Binary::ShiftRightLogical => a.shift_right_logical_bcast(b, d),
+                    Binary::Atan2 => Err(mismatch("atan2")),
+                }
+            }
+            ordered_compare!();
+        }
+    )*};
+}
+int_ops!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+macro_rules! float_ops {
+    ($($t:ty),*) => {$(
+        impl Ops for $t {
+            fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
+                match op {
+                    Binary::Add => a.add_bcast(b, d),
+                    Binary::Sub => a.sub_bcast(b, d),
+                    Binary::Mul => a.mul_bcast(b, d),
+                    Binary::Div => a.div_bcast(b, d),
+                    Binary::Rem => a.rem_bcast(b, d),
+                    Binary::Max => a.max_bcast(b, d),
+                    Binary::Min => a.min_bcast(b, d),
+                    Binary::Pow => a.pow_bcast(b, d),
+                    Binary::Atan2 => a.atan2_bcast(b, d),
+                    other => Err(mismatch(other.names().0)),
+                }
+            }
+            ordered_compare!();
+        }
+    )*};
+}
+float_ops!(f32, f64);
+#[cfg(feature = "half")]
+float_ops!(half::f16, half::bf16);
+
+impl Ops for bool {
+    fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
+        match op {
+            Binary::Add => a.add_bcast(b, d),
+            Binary::Mul => a.mul_bcast(b, d),
+            Binary::Max => a.max_bcast(b, d),
+            Binary::Min => a.min_bcast(b, d),
+            Binary::And => a.and_bcast(b, d),
+            Binary::Or => a.or_bcast(b, d),
+            Binary::Xor => a.xor_bcast(b, d),
+            other => Err(mismatch(other.names().0)),
+        }
+    }
+    ordered_compare!();
+}
+
+#[cfg(feature = "complex")]
+macro_rules! complex_ops {
+    ($($t:ty),*) => {$(
+        impl Ops for num_complex::Complex<$t> {
+            fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
+                match op {
+                    Binary::Add => a.add_bcast(b, d),
+                    Binary::Sub => a.sub_bcast(b, d),
+                    Binary::Mul => a.mul_bcast(b, d),
+                    Binary::Div => a.div_bcast(b, d),
+                    Binary::Pow => a.pow_bcast(b, d),
+                    Binary::Atan2 => a.atan2_bcast(b, d),
+                    other => Err(mismatch(other.names().0)),
+                }
+            }
+            fn compare(dir: Direction, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<bool>> {
+                match dir {
+                    Direction::Eq => a.eq_bcast(b, d),
+                    Direction::Ne => a.ne_bcast(b, d),
+                    _ => Err(mismatch(dir.names().0)),
+                }
+            }
+            fn clamp(_: &ArrayD<Self>, _: &ArrayD<Self>, _: &ArrayD<Self>) -> Result<ArrayD<Self>> {
+                Err(mismatch("clamp"))
+            }
+        }
+    )*};
+}
+#[cfg(feature = "complex")]
+complex_ops!(f32, f64);
+
+/// A function of one array of any element type, applied by [`Tensor::visit`].
+trait Visit {
+    fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
+    where
+        Tensor: From<ArrayD<T>>;
+}
+
+/// One node on concrete inputs: each op through the crate's own.
+fn eval<'v>(node: &Node, get: impl Fn(&Value) -> &'v Tensor) -> Result<Tensor> {
+    struct Broadcast<'a>(&'a [usize], &'a [usize]);
+    impl Visit for Broadcast<'_> {
+        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
+        where
+            Tensor: From<ArrayD<T>>,
+        {
+            Ok(Tensor::from(a.broadcast_in_dim(self.0, self.1)?.to_owned()))
+        }
+    }
+    struct BinaryOp<'a>(Binary, &'a Tensor, &'a [usize]);
+    impl Visit for BinaryOp<'_> {
+        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
+        where
+            Tensor: From<ArrayD<T>>,
+        {
+            let b = T::of(self.1).ok_or_else(|| mismatch(self.0.names().0))?;
+            Ok(Tensor::from(T::binary(self.0, a, b, self.2)?))
+        }
+    }
+    struct CompareOp<'a>(Direction, &'a Tensor, &'a [usize]);
+    impl Visit for CompareOp<'_> {
+        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
+        where
+            Tensor: From<ArrayD<T>>,
+        {
+            let b = T::of(self.1).ok_or_else(|| mismatch(self.0.names().0))?;
+            Ok(Tensor::Pred(T::compare(self.0, a, b, self.2)?))
+        }
+    }
+    struct SelectOp<'a>(&'a ArrayD<bool>, &'a Tensor);
+    impl Visit for SelectOp<'_> {
+        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
+        where
+            Tensor: From<ArrayD<T>>,
+        {
+            let b = T::of(self.1).ok_or_else(|| mismatch("select"))?;
+            Ok(Tensor::from(self.0.select_bcast(a, b)?))
+        }
+    }
+    struct ClampOp<'a>(&'a Tensor, &'a Tensor);
+    impl Visit for ClampOp<'_> {
+        fn call<T: Ops>(self, x: &ArrayD<T>) -> Result<Tensor>
+        where
+            Tensor: From<ArrayD<T>>,
+        {
+            let lo = T::of(self.0).ok_or_else(|| mismatch("clamp"))?;
+            let hi = T::of(self.1).ok_or_else(|| mismatch("clamp"))?;
+            Ok(Tensor::from(T::clamp(lo, x, hi)?))
+        }
+    }
+    struct Reduce<'a>(&'a [usize], &'a [usize]);
+    impl Visit for Reduce<'_> {
+        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
+        where
+            Tensor: From<ArrayD<T>>,
+        {
+            Ok(Tensor::from(a.reduce_in_dim(self.0, self.1)?))
+        }
+    }
+    match &node.op {
+        Op::Parameter => Err(mismatch("parameter")),
+        Op::Constant(t) => Ok(t.clone()),
+        Op::BroadcastInDim { x, dims } => get(x).visit(Broadcast(&node.shape, dims)),
+        Op::Binary { op, lhs, rhs, dims } => get(lhs).visit(BinaryOp(*op, get(rhs), dims)),
+        Op::Compare {
+            dir,
+            lhs,
+            rhs,
+            dims,
+        } => get(lhs).visit(CompareOp(*dir, get(rhs), dims)),
+        Op::Select {
+            pred,
+            on_true,
+            on_false,
+        } => {
+            let p = bool::of(get(pred)).ok_or_else(|| mismatch("select"))?;
+            get(on_true).visit(SelectOp(p, get(on_false)))
+        }
+        Op::Clamp { min, x, max } => get(x).visit(ClampOp(get(min), get(max))),
+        Op::ReduceInDim { x, dims } => get(x).visit(Reduce(&node.shape, dims)),
+    }
+}

@@ -1,0 +1,445 @@
+//! `xla_bcast::stablehlo`: programs recorded with the crate's shape rules, run here and printed
+//! as StableHLO. Golden text for the forms XLA parses, and a corpus of programs (every op and
+//! element type, every broadcasting pattern of the conformance data, a few hundred random
+//! programs) run through the crate. With `XLA_BCAST_EXPORT=<file>` the corpus, with its inputs
+//! and the crate's outputs as raw little-endian bytes, is written there for
+//! `tools/xla_check.py`, which runs every module on XLA's CPU compiler and compares bit for bit
+//! (`.ci/run` does both).
+
+use ndarray::{ArrayD, IxDyn};
+use serde_json::{json, Value as Json};
+use xla_bcast::stablehlo::{Kind, Program, StableHloElement, Tensor, Value};
+use xla_bcast::BroadcastError;
+
+#[test]
+fn golden_text() {
+    let mut p = Program::new("bias_add");
+    let x = p.parameter::<f32>(&[2, 3]);
+    let v = p.parameter::<f32>(&[3]);
+    let y = p.add(x, v, &[1]).unwrap();
+    let m = p.gt(y, x, &[]).unwrap();
+    let s = p.select(m, y, x).unwrap();
+    let r = p.reduce_in_dim(s, &[3, 1], &[1, 0]).unwrap();
+    p.output(y);
+    p.output(r);
+    let want = "module @bias_add {
+  func.func public @main(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3x1xf32>) {
+    %0 = stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>
+    %1 = stablehlo.add %arg0, %0 : tensor<2x3xf32>
+    %2 = stablehlo.compare  GT, %1, %arg0,  FLOAT : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+    %3 = stablehlo.select %2, %1, %arg0 : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    %4 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %5 = stablehlo.reduce(%3 init: %4) applies stablehlo.add across dimensions = [0] : (tensor<2x3xf32>, tensor<f32>) -> tensor<3xf32>
+    %6 = stablehlo.reshape %5 : (tensor<3xf32>) -> tensor<1x3xf32>
+    %7 = stablehlo.transpose %6, dims = [1, 0] : (tensor<1x3xf32>) -> tensor<3x1xf32>
+    return %1, %7 : tensor<2x3xf32>, tensor<3x1xf32>
+  }
+}
+";
+    assert_eq!(p.to_stablehlo(), want);
+    // Integer compares say SIGNED or UNSIGNED; a bool sum reduces with `or`.
+    let mut q = Program::new("ints");
+    let a = q.parameter::<u8>(&[4]);
+    let b = q.parameter::<i64>(&[]);
+    let c = q.lt(a, a, &[]).unwrap();
+    let d = q.ge(b, b, &[]).unwrap();
+    let any = q.reduce_in_dim(c, &[], &[]).unwrap();
+    q.output(any);
+    q.output(d);
+    let text = q.to_stablehlo();
+    assert!(text.contains("stablehlo.compare  LT, %arg0, %arg0,  UNSIGNED : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xi1>"), "{text}");
+    assert!(text.contains("stablehlo.compare  GE, %arg1, %arg1,  SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>"), "{text}");
+    assert!(
+        text.contains("applies stablehlo.or across dimensions = [0]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn record_time_errors_are_the_crates() {
+    let mut p = Program::new("e");
+    let x = p.parameter::<f32>(&[2, 3]);
+    let v = p.parameter::<f32>(&[3]);
+    let i = p.parameter::<i32>(&[3]);
+    let strict = ndarray::Array2::<f32>::zeros((2, 3));
+    let want = ndarray::Array1::<f32>::zeros(3);
+    let expected = {
+        use xla_bcast::prelude::*;
+        strict.add_bcast(&want, &[]).unwrap_err()
+    };
+    assert_eq!(p.add(x, v, &[]).unwrap_err(), expected);
+    assert!(matches!(
+        p.add(x, i, &[1]),
+        Err(BroadcastError::ElementType { .. })
+    ));
+    assert!(matches!(
+        p.shift_left(x, v, &[1]),
+        Err(BroadcastError::ElementType { .. })
+    ));
+    assert!(matches!(
+        p.atan2(i, i, &[]),
+        Err(BroadcastError::ElementType { .. })
+    ));
+    assert!(p.select(x, x, x).is_err());
+    assert!(p.clamp(v, x, v).is_err());
+    assert!(p.reduce_in_dim(x, &[2], &[1]).is_err());
+    // Inputs of the wrong type or shape.
+    p.output(x);
+    let bad = p.run(&[
+        ArrayD::<f32>::zeros(IxDyn(&[3, 2])).into(),
+        ArrayD::<f32>::zeros(IxDyn(&[3])).into(),
+        ArrayD::<i32>::zeros(IxDyn(&[3])).into(),
+    ]);
+    assert!(
+        matches!(bad, Err(BroadcastError::OutputShape { .. })),
+        "{bad:?}"
+    );
+    let bad = p.run(&[ArrayD::<f32>::zeros(IxDyn(&[2, 3])).into()]);
+    assert!(bad.is_err());
+}
+
+// ----- the corpus -----
+
+/// A deterministic generator (xorshift), so the corpus is the same every run.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Values worth testing for each type: extremes, NaNs, infinities, signed zeros.
+trait Sample: StableHloElement + Copy {
+    fn sample(rng: &mut Rng) -> Self;
+    fn bytes(values: &[Self]) -> String;
+    /// Values from 0 to 9 (exponents every reference agrees on).
+    fn small(rng: &mut Rng, shape: &[usize]) -> Tensor;
+}
+
+macro_rules! int_sample {
+    ($($t:ty),*) => {$(
+        impl Sample for $t {
+            fn sample(rng: &mut Rng) -> Self {
+                match rng.below(6) {
+                    0 => <$t>::MIN,
+                    1 => <$t>::MAX,
+                    2 => 0,
+                    3 => 1,
+                    _ => (rng.below(13) as i64 - 4) as $t,
+                }
+            }
+            fn bytes(values: &[Self]) -> String {
+                values.iter().flat_map(|v| v.to_le_bytes()).map(|b| format!("{b:02x}")).collect()
+            }
+            fn small(rng: &mut Rng, shape: &[usize]) -> Tensor {
+                let n: usize = shape.iter().product();
+                let v: Vec<$t> = (0..n).map(|_| rng.below(10) as $t).collect();
+                ArrayD::from_shape_vec(IxDyn(shape), v).unwrap().into()
+            }
+        }
+    )*};
+}
+int_sample!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+macro_rules! float_sample {
+    ($($t:ty),*) => {$(
+        impl Sample for $t {
+            fn sample(rng: &mut Rng) -> Self {
+                match rng.below(10) {
+                    0 => <$t>::NAN,
+                    1 => <$t>::INFINITY,
+                    2 => <$t>::NEG_INFINITY,
+                    3 => -0.0,
+                    4 => 0.0,
+                    // No subnormals: XLA's CPU runtime flushes them to zero, where the crate
+                    // (and StableHLO's specification) keep them (README, "Where the
+                    // references disagree").
+                    _ => (rng.below(41) as $t - 20.0) * 0.375,
+                }
+            }
+            fn bytes(values: &[Self]) -> String {
+                values.iter().flat_map(|v| v.to_le_bytes()).map(|b| format!("{b:02x}")).collect()
+            }
+            fn small(rng: &mut Rng, shape: &[usize]) -> Tensor {
+                random::<$t>(rng, shape)
+            }
+        }
+    )*};
+}
+float_sample!(f32, f64);
+
+impl Sample for bool {
+    fn sample(rng: &mut Rng) -> Self {
+        rng.below(2) == 1
+    }
+    fn bytes(values: &[Self]) -> String {
+        values.iter().map(|&b| format!("{:02x}", b as u8)).collect()
+    }
+    fn small(rng: &mut Rng, shape: &[usize]) -> Tensor {
+        random::<bool>(rng, shape)
+    }
+}
+
+fn tensor_json(t: &Tensor) -> Json {
+    macro_rules! bytes {
+        ($($variant:ident: $t:ty),*) => {
+            match t {
+                $(Tensor::$variant(a) => <$t>::bytes(&a.iter().copied().collect::<Vec<_>>()),)*
+                #[allow(unreachable_patterns)]
+                _ => unreachable!("the corpus uses the default types"),
+            }
+        };
+    }
+    let hex = bytes!(Pred: bool, I8: i8, I16: i16, I32: i32, I64: i64, U8: u8, U16: u16, U32: u32, U64: u64, F32: f32, F64: f64);
+    json!({"type": t.element_type().name, "shape": t.shape(), "bytes": hex})
+}
+
+fn random<T: Sample>(rng: &mut Rng, shape: &[usize]) -> Tensor
+where
+    Tensor: From<ArrayD<T>>,
+{
+    let n: usize = shape.iter().product();
+    let values: Vec<T> = (0..n).map(|_| T::sample(rng)).collect();
+    ArrayD::from_shape_vec(IxDyn(shape), values).unwrap().into()
+}
+
+/// Runs `p` on `inputs` here and records it for XLA.
+fn case(name: String, p: &Program, inputs: Vec<Tensor>, corpus: &mut Vec<Json>) {
+    let outputs = p.run(&inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let module = p.to_stablehlo();
+    // XLA's CPU compiler approximates f32 division and atan2 (its results can be 1 ulp off the
+    // correctly rounded ones the crate gives): README, "Where the references disagree".
+    let approximated = (module.contains("stablehlo.divide") || module.contains("stablehlo.atan2"))
+        && module.contains("f32>");
+    corpus.push(json!({
+        "name": name,
+        "ulps": if approximated { 1 } else { 0 },
+        "module": module,
+        "inputs": inputs.iter().map(tensor_json).collect::<Vec<_>>(),
+        "outputs": outputs.iter().map(tensor_json).collect::<Vec<_>>(),
+    }));
+}
+
+type Recorder = fn(&mut Program, Value, Value, &[usize]) -> Result<Value, BroadcastError>;
+
+const BINARY: [(&str, Recorder); 15] = [
+    ("add", Program::add),
+    ("sub", Program::sub),
+    ("mul", Program::mul),
+    ("div", Program::div),
+    ("rem", Program::rem),
+    ("max", Program::max),
+    ("min", Program::min),
+    ("pow", Program::pow),
+    ("and", Program::and),
+    ("or", Program::or),
+    ("xor", Program::xor),
+    ("shift_left", Program::shift_left),
+    ("shift_right_arithmetic", Program::shift_right_arithmetic),
+    ("shift_right_logical", Program::shift_right_logical),
+    ("atan2", Program::atan2),
+];
+
+const COMPARE: [(&str, Recorder); 6] = [
+    ("eq", Program::eq),
+    ("ne", Program::ne),
+    ("lt", Program::lt),
+    ("le", Program::le),
+    ("gt", Program::gt),
+    ("ge", Program::ge),
+];
+
+/// Every op the type has, on a (2, 3) lhs and a broadcast (3) rhs, and every comparison,
+/// select, clamp, reduce and broadcast_in_dim.
+fn ops_of<T: Sample>(rng: &mut Rng, corpus: &mut Vec<Json>)
+where
+    Tensor: From<ArrayD<T>>,
+{
+    let ty = T::TYPE.name;
+    for (name, record) in BINARY.iter().chain(&COMPARE) {
+        let mut p = Program::new(name);
+        let (x, v) = (p.parameter::<T>(&[4, 5]), p.parameter::<T>(&[5]));
+        let Ok(y) = record(&mut p, x, v, &[1]) else {
+            continue; // not defined for this type (checked against the crate's traits below)
+        };
+        p.output(y);
+        let mut inputs = vec![random::<T>(rng, &[4, 5]), random::<T>(rng, &[5])];
+        if *name == "pow" && T::TYPE.kind != Kind::Float {
+            // XLA's integer pow reads 6 bits of the exponent; the crate the whole exponent
+            // (README, "Where the references disagree"): exponents below 64 here.
+            inputs[1] = T::small(rng, &[5]);
+        }
+        case(format!("{name}/{ty}"), &p, inputs, corpus);
+    }
+    let mut p = Program::new("others");
+    let x = p.parameter::<T>(&[3, 4]);
+    let pred = p.parameter::<bool>(&[3, 1]);
+    let lo = p.parameter::<T>(&[]);
+    let s = p.select(pred, x, lo).unwrap();
+    let c = p.clamp(lo, x, lo).unwrap();
+    let r = p.reduce_in_dim(x, &[4, 1], &[1, 0]).unwrap();
+    let b = p.broadcast_in_dim(lo, &[2, 3], &[]).unwrap();
+    // Not zero: XLA simplifies `x + 0.0` to `x`, wrong for `x = -0.0` (README, "Where the
+    // references disagree").
+    let k = p.constant(T::xla_one());
+    let plus = p.add(x, k, &[]).unwrap();
+    for v in [s, c, r, b, plus] {
+        p.output(v);
+    }
+    let inputs = vec![
+        random::<T>(rng, &[3, 4]),
+        random::<bool>(rng, &[3, 1]),
+        random::<T>(rng, &[]),
+    ];
+    case(format!("select_clamp_reduce/{ty}"), &p, inputs, corpus);
+}
+
+/// Random chains of ops with random broadcasting: degenerate dims, rank-0 and lower-rank
+/// operands with `broadcast_dimensions`.
+fn random_programs<T: Sample>(rng: &mut Rng, count: usize, corpus: &mut Vec<Json>)
+where
+    Tensor: From<ArrayD<T>>,
+{
+    // Integer pow with exponents of 64 and more is a documented difference (see `ops_of`).
+    let integer = T::TYPE.kind != Kind::Float;
+    let ops: Vec<(&str, Recorder)> = BINARY
+        .iter()
+        .copied()
+        .filter(|(name, _)| !(integer && *name == "pow"))
+        .collect();
+    let mut made = 0;
+    while made < count {
+        let rank = 1 + rng.below(3);
+        let shape: Vec<usize> = (0..rank).map(|_| 1 + rng.below(4)).collect();
+        let mut p = Program::new("random");
+        let x = p.parameter::<T>(&shape);
+        let mut inputs = vec![random::<T>(rng, &shape)];
+        let mut cur = x;
+        for _ in 0..1 + rng.below(4) {
+            // The other operand: the same shape with some dims 1, a scalar, or a suffix of dims
+            // placed with broadcast_dimensions.
+            let (other_shape, dims): (Vec<usize>, Vec<usize>) = match rng.below(3) {
+                0 => (
+                    shape
+                        .iter()
+                        .map(|&n| if rng.below(2) == 0 { 1 } else { n })
+                        .collect(),
+                    vec![],
+                ),
+                1 => (vec![], vec![]),
+                _ => {
+                    let keep: Vec<usize> = (0..rank).filter(|_| rng.below(2) == 0).collect();
+                    (keep.iter().map(|&d| shape[d]).collect(), keep)
+                }
+            };
+            let y = p.parameter::<T>(&other_shape);
+            inputs.push(random::<T>(rng, &other_shape));
+            let (_, record) = ops[rng.below(ops.len())];
+            let (a, b) = if rng.below(2) == 0 {
+                (cur, y)
+            } else {
+                (y, cur)
+            };
+            if let Ok(next) = record(&mut p, a, b, &dims) {
+                cur = next;
+            }
+        }
+        p.output(cur);
+        case(format!("random{made}/{}", T::TYPE.name), &p, inputs, corpus);
+        made += 1;
+    }
+}
+
+/// The broadcasting patterns of the conformance data: XLA binary ops and broadcast_in_dim.
+fn conformance(corpus: &mut Vec<Json>) {
+    let data: Json = serde_json::from_str(include_str!("data/xla_binary.json")).unwrap();
+    let shape = |v: &Json| -> Vec<usize> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect()
+    };
+    let fill = |shape: &[usize], f: &dyn Fn(usize) -> f32| -> Tensor {
+        let n: usize = shape.iter().product();
+        ArrayD::from_shape_vec(IxDyn(shape), (0..n).map(f).collect())
+            .unwrap()
+            .into()
+    };
+    for (k, c) in data["cases"].as_array().unwrap().iter().enumerate() {
+        if c["out"].is_null() {
+            continue;
+        }
+        let (ls, rs, dims) = (shape(&c["lhs"]), shape(&c["rhs"]), shape(&c["dims"]));
+        let mut p = Program::new("conformance");
+        let (l, r) = (p.parameter::<f32>(&ls), p.parameter::<f32>(&rs));
+        let out = p.add(l, r, &dims).unwrap();
+        p.output(out);
+        let inputs = vec![
+            fill(&ls, &|i| i as f32),
+            fill(&rs, &|i| 1000.0 * (i + 1) as f32),
+        ];
+        case(format!("xla_binary{k}"), &p, inputs, corpus);
+    }
+    let data: Json = serde_json::from_str(include_str!("data/broadcast_in_dim.json")).unwrap();
+    for (k, c) in data["cases"].as_array().unwrap().iter().enumerate() {
+        if c["ok"] != true {
+            continue;
+        }
+        let (operand, out_shape, dims) = (
+            shape(&c["operand"]),
+            shape(&c["out_shape"]),
+            shape(&c["dims"]),
+        );
+        let mut p = Program::new("conformance");
+        let x = p.parameter::<f32>(&operand);
+        let out = p.broadcast_in_dim(x, &out_shape, &dims).unwrap();
+        p.output(out);
+        case(
+            format!("broadcast_in_dim{k}"),
+            &p,
+            vec![fill(&operand, &|i| (i + 1) as f32)],
+            corpus,
+        );
+    }
+}
+
+#[test]
+fn export_corpus() {
+    let mut corpus = Vec::new();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    ops_of::<bool>(&mut rng, &mut corpus);
+    ops_of::<i8>(&mut rng, &mut corpus);
+    ops_of::<i16>(&mut rng, &mut corpus);
+    ops_of::<i32>(&mut rng, &mut corpus);
+    ops_of::<i64>(&mut rng, &mut corpus);
+    ops_of::<u8>(&mut rng, &mut corpus);
+    ops_of::<u16>(&mut rng, &mut corpus);
+    ops_of::<u32>(&mut rng, &mut corpus);
+    ops_of::<u64>(&mut rng, &mut corpus);
+    ops_of::<f32>(&mut rng, &mut corpus);
+    ops_of::<f64>(&mut rng, &mut corpus);
+    let per_type = corpus.len();
+    conformance(&mut corpus);
+    random_programs::<f32>(&mut rng, 120, &mut corpus);
+    random_programs::<i32>(&mut rng, 120, &mut corpus);
+    random_programs::<f64>(&mut rng, 40, &mut corpus);
+    random_programs::<u8>(&mut rng, 40, &mut corpus);
+    // Every op of every type: 15 binary + 6 compare for integers (no atan2), and so on.
+    assert!(per_type >= 11 * 7, "{per_type}");
+    assert!(corpus.len() > 500, "{}", corpus.len());
+    if let Ok(path) = std::env::var("XLA_BCAST_EXPORT") {
+        std::fs::write(
+            &path,
+            serde_json::to_string(&json!({"cases": corpus})).unwrap(),
+        )
+        .unwrap();
+        println!("wrote {} programs to {path}", corpus.len());
+    }
+}

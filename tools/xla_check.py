@@ -1,0 +1,100 @@
+"""Runs the programs `tests/stablehlo_export.rs` exported (StableHLO text, inputs, and the
+crate's outputs as raw little-endian bytes) on XLA's CPU compiler through JAX, and compares
+XLA's results with the crate's bit for bit (any NaN equal to any NaN). Prints `N passed,
+N failed`; exits 1 on any failure.
+
+    python tools/xla_check.py corpus.json
+
+Needs `jax==0.10.2` (its API for compiling StableHLO text carries no compatibility promise).
+"""
+
+import json
+import sys
+
+import numpy as np
+import jax
+from jax._src import compiler
+from jax.extend.backend import get_backend
+
+# Without it, 64-bit inputs silently become 32-bit ones.
+jax.config.update("jax_enable_x64", True)
+
+try:
+    import ml_dtypes
+
+    BF16 = ml_dtypes.bfloat16
+except ImportError:  # only bf16 needs it
+    BF16 = None
+
+DTYPES = {
+    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
+    "f16": np.float16, "bf16": BF16, "f32": np.float32, "f64": np.float64,
+    "complex<f32>": np.complex64, "complex<f64>": np.complex128,
+}
+
+
+def array(t):
+    dtype = np.dtype(DTYPES[t["type"]])
+    return np.frombuffer(bytes.fromhex(t["bytes"]), dtype=dtype).reshape(t["shape"])
+
+
+def ulps_apart(g, w):
+    """How many representable values lie between float arrays `g` and `w`, elementwise."""
+    bits = f"i{g.itemsize}"
+    order = lambda x: np.where(x.view(bits) < 0, np.iinfo(bits).min - x.view(bits), x.view(bits))
+    return np.abs(order(g).astype(np.int64) - order(w).astype(np.int64))
+
+
+def same(got, want, ulps=0):
+    """Bit for bit, with every NaN equal to every NaN (per component for complex); floats within
+    `ulps` representable values where the case allows it."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if ulps and got.dtype.kind == "f":
+        nan = np.isnan(got) & np.isnan(want)
+        return bool(np.array_equal(np.isnan(got), np.isnan(want))
+                    and np.all(ulps_apart(got[~nan], want[~nan]) <= ulps))
+    if got.dtype.kind in "fc":
+        parts = [(got, want)] if got.dtype.kind == "f" else [
+            (got.real, want.real), (got.imag, want.imag)]
+        for g, w in parts:
+            nan = np.isnan(g.astype(np.float64)) & np.isnan(w.astype(np.float64))
+            if not np.array_equal(g.view(np.uint8 if g.itemsize == 1 else f"u{g.itemsize}")[~nan],
+                                  w.view(np.uint8 if w.itemsize == 1 else f"u{w.itemsize}")[~nan]):
+                return False
+            if not np.array_equal(np.isnan(g.astype(np.float64)), np.isnan(w.astype(np.float64))):
+                return False
+        return True
+    return np.array_equal(got, want)
+
+
+def main(path):
+    backend = get_backend("cpu")
+    device = backend.devices()[0]
+    # Without these options XLA:CPU's max and min stop propagating NaN and ignore zero's sign.
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    cases = json.load(open(path))["cases"]
+    passed, failed = 0, 0
+    for case in cases:
+        try:
+            exe = backend.compile_and_load(case["module"], [device], options)
+            args = [jax.device_put(array(t), device) for t in case["inputs"]]
+            outs = [np.asarray(o) for o in exe.execute(args)]
+            wants = [array(t) for t in case["outputs"]]
+            ulps = case.get("ulps", 0)
+            ok = len(outs) == len(wants) and all(same(g, w, ulps) for g, w in zip(outs, wants))
+            detail = "" if ok else f"xla {outs} crate {wants}"
+        except Exception as e:  # a module XLA refuses is a failure too
+            ok, detail = False, f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        if ok:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAILED {case['name']}: {detail}"[:2000])
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
