@@ -275,25 +275,6 @@ macro_rules! int_common {
             }
         }
 
-        impl XlaBitwise for $t {
-            #[inline(always)]
-            fn xla_and(self, rhs: Self) -> Self {
-                self & rhs
-            }
-            #[inline(always)]
-            fn xla_or(self, rhs: Self) -> Self {
-                self | rhs
-            }
-            #[inline(always)]
-            fn xla_xor(self, rhs: Self) -> Self {
-                self ^ rhs
-            }
-            #[inline(always)]
-            fn xla_not(self) -> Self {
-                !self
-            }
-        }
-
         impl XlaInteger for $t {
             // The amount's bits read as unsigned: a negative amount is past the width.
             #[inline(always)]
@@ -490,24 +471,31 @@ impl XlaOrd for bool {
     }
 }
 
-impl XlaBitwise for bool {
-    #[inline(always)]
-    fn xla_and(self, rhs: Self) -> Self {
-        self & rhs
-    }
-    #[inline(always)]
-    fn xla_or(self, rhs: Self) -> Self {
-        self | rhs
-    }
-    #[inline(always)]
-    fn xla_xor(self, rhs: Self) -> Self {
-        self ^ rhs
-    }
-    #[inline(always)]
-    fn xla_not(self) -> Self {
-        !self
-    }
+/// Rust's own operators are XLA's here: bitwise on integers, logical on `bool`.
+macro_rules! bitwise {
+    ($($t:ty),*) => {$(
+        impl XlaBitwise for $t {
+            #[inline(always)]
+            fn xla_and(self, rhs: Self) -> Self {
+                self & rhs
+            }
+            #[inline(always)]
+            fn xla_or(self, rhs: Self) -> Self {
+                self | rhs
+            }
+            #[inline(always)]
+            fn xla_xor(self, rhs: Self) -> Self {
+                self ^ rhs
+            }
+            #[inline(always)]
+            fn xla_not(self) -> Self {
+                !self
+            }
+        }
+    )*};
 }
+
+bitwise!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, bool);
 
 /// `f16` to `f32`, exactly, in plain integer and float operations with no branch the compiler
 /// cannot turn into a select, so a loop of them vectorises (`half`'s own conversion checks the
