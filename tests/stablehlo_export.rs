@@ -174,6 +174,25 @@ macro_rules! float_sample {
 }
 float_sample!(f32, f64);
 
+#[cfg(feature = "half")]
+macro_rules! half_sample {
+    ($($t:ty),*) => {$(
+        impl Sample for $t {
+            fn sample(rng: &mut Rng) -> Self {
+                <$t>::from_f32(f32::sample(rng))
+            }
+            fn bytes(values: &[Self]) -> String {
+                values.iter().flat_map(|v| v.to_le_bytes()).map(|b| format!("{b:02x}")).collect()
+            }
+            fn small(rng: &mut Rng, shape: &[usize]) -> Tensor {
+                random::<$t>(rng, shape)
+            }
+        }
+    )*};
+}
+#[cfg(feature = "half")]
+half_sample!(half::f16, half::bf16);
+
 impl Sample for bool {
     fn sample(rng: &mut Rng) -> Self {
         rng.below(2) == 1
@@ -196,7 +215,10 @@ fn tensor_json(t: &Tensor) -> Json {
             }
         };
     }
+    #[cfg(not(feature = "half"))]
     let hex = bytes!(Pred: bool, I8: i8, I16: i16, I32: i32, I64: i64, U8: u8, U16: u16, U32: u32, U64: u64, F32: f32, F64: f64);
+    #[cfg(feature = "half")]
+    let hex = bytes!(Pred: bool, I8: i8, I16: i16, I32: i32, I64: i64, U8: u8, U16: u16, U32: u32, U64: u64, F32: f32, F64: f64, F16: half::f16, Bf16: half::bf16);
     json!({"type": t.element_type().name, "shape": t.shape(), "bytes": hex})
 }
 
@@ -213,10 +235,11 @@ where
 fn case(name: String, p: &Program, inputs: Vec<Tensor>, corpus: &mut Vec<Json>) {
     let outputs = p.run(&inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
     let module = p.to_stablehlo();
-    // XLA's CPU compiler approximates f32 division and atan2 (its results can be 1 ulp off the
-    // correctly rounded ones the crate gives): README, "Where the references disagree".
+    // XLA's CPU compiler approximates f32 (and f16, bf16) division and atan2: its results can
+    // be 1 ulp off the correctly rounded ones the crate gives (README, "Where the references
+    // disagree").
     let approximated = (module.contains("stablehlo.divide") || module.contains("stablehlo.atan2"))
-        && module.contains("f32>");
+        && (module.contains("f32>") || module.contains("f16>"));
     corpus.push(json!({
         "name": name,
         "ulps": if approximated { 1 } else { 0 },
@@ -425,6 +448,13 @@ fn export_corpus() {
     ops_of::<u64>(&mut rng, &mut corpus);
     ops_of::<f32>(&mut rng, &mut corpus);
     ops_of::<f64>(&mut rng, &mut corpus);
+    #[cfg(feature = "half")]
+    {
+        ops_of::<half::f16>(&mut rng, &mut corpus);
+        ops_of::<half::bf16>(&mut rng, &mut corpus);
+        random_programs::<half::f16>(&mut rng, 30, &mut corpus);
+        random_programs::<half::bf16>(&mut rng, 30, &mut corpus);
+    }
     let per_type = corpus.len();
     conformance(&mut corpus);
     random_programs::<f32>(&mut rng, 120, &mut corpus);

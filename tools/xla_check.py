@@ -51,6 +51,16 @@ def same(got, want, ulps=0):
     `ulps` representable values where the case allows it."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return False
+    if BF16 is not None and got.dtype == np.dtype(BF16):
+        # numpy does not see bfloat16 as a float: compare as float32 values and bf16 bits.
+        g, w = got.astype(np.float32), want.astype(np.float32)
+        nan = np.isnan(g) & np.isnan(w)
+        if not np.array_equal(np.isnan(g), np.isnan(w)):
+            return False
+        if ulps:
+            # bf16 is the top half of an f32: one bf16 step is 2^16 f32 steps.
+            return bool(np.all(ulps_apart(g[~nan], w[~nan]) <= ulps << 16))
+        return np.array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
     if ulps and got.dtype.kind == "f":
         nan = np.isnan(got) & np.isnan(want)
         return bool(np.array_equal(np.isnan(got), np.isnan(want))
