@@ -426,7 +426,9 @@ where
     }
 }
 
-/// The broadcasting patterns of the conformance data: XLA binary ops and broadcast_in_dim.
+/// The broadcasting patterns of the conformance data: XLA binary ops, NumPy's implicit rule
+/// spelled out, and broadcast_in_dim. (Paddle's patterns need a reshape of `y`'s trailing
+/// size-1 dims, which a program does not record.)
 fn conformance(corpus: &mut Vec<Json>) {
     let data: Json = serde_json::from_str(include_str!("data/xla_binary.json")).unwrap();
     let shape = |v: &Json| -> Vec<usize> {
@@ -456,6 +458,31 @@ fn conformance(corpus: &mut Vec<Json>) {
             fill(&rs, &|i| 1000.0 * (i + 1) as f32),
         ];
         case(format!("xla_binary{k}"), &p, inputs, corpus);
+    }
+    // NumPy's patterns, as the strict rule spells them: the lower-rank operand's dims map onto
+    // the trailing ones (what `xla_bcast::numpy` translates them into).
+    let data: Json = serde_json::from_str(include_str!("data/numpy.json")).unwrap();
+    for (k, c) in data["cases"].as_array().unwrap().iter().enumerate() {
+        let shapes = c["shapes"].as_array().unwrap();
+        if shapes.len() != 2 || c["out"].is_null() {
+            continue;
+        }
+        let (ls, rs) = (shape(&shapes[0]), shape(&shapes[1]));
+        let (lo, hi) = (ls.len().min(rs.len()), ls.len().max(rs.len()));
+        let dims: Vec<usize> = if lo == hi {
+            vec![]
+        } else {
+            (hi - lo..hi).collect()
+        };
+        let mut p = Program::new("conformance");
+        let (l, r) = (p.parameter::<f32>(&ls), p.parameter::<f32>(&rs));
+        let out = p.add(l, r, &dims).unwrap();
+        p.output(out);
+        let inputs = vec![
+            fill(&ls, &|i| i as f32),
+            fill(&rs, &|i| 1000.0 * (i + 1) as f32),
+        ];
+        case(format!("numpy{k}"), &p, inputs, corpus);
     }
     let data: Json = serde_json::from_str(include_str!("data/broadcast_in_dim.json")).unwrap();
     for (k, c) in data["cases"].as_array().unwrap().iter().enumerate() {
