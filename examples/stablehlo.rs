@@ -16,8 +16,8 @@ fn main() -> Result<(), BroadcastError> {
     let h = p.add(x, bias, &[1])?;
     let y = p.max(h, zero, &[])?;
     let s = p.reduce_in_dim(y, &[3], &[1])?;
-    p.output(y);
-    p.output(s);
+    p.output(y)?;
+    p.output(s)?;
 
     let inputs: Vec<Tensor> = vec![
         array![[1.0f32, -2.0, 3.0], [-4.0, 5.0, -6.0]]

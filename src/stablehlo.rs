@@ -12,7 +12,7 @@
 //! let x = p.parameter::<f32>(&[2, 3]);
 //! let v = p.parameter::<f32>(&[3]);
 //! let y = p.add(x, v, &[1]).unwrap(); // broadcast_dimensions, as add_bcast
-//! p.output(y);
+//! p.output(y).unwrap();
 //! assert!(p.add(x, v, &[0]).is_err()); // the crate's rule, at record time
 //!
 //! let out = p
@@ -185,9 +185,13 @@ pub trait StableHloElement: XlaElement {
     fn literal(self) -> String;
 }
 
-/// A symbolic array of a [`Program`]: a handle, cheap to copy.
+/// A symbolic array of a [`Program`]: a handle, cheap to copy, valid in the program that made
+/// it (and its clones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Value(usize);
+pub struct Value {
+    program: u64,
+    index: usize,
+}
 
 /// The elementwise binary ops, by the crate's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,6 +322,7 @@ struct Node {
 /// A broadcasting program over symbolic arrays; see the [module](self).
 #[derive(Debug, Clone)]
 pub struct Program {
+    id: u64,
     name: String,
     nodes: Vec<Node>,
     params: Vec<Value>,
@@ -378,7 +383,9 @@ impl Program {
                 }
             })
             .collect();
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Program {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             name,
             nodes: Vec::new(),
             params: Vec::new(),
@@ -388,11 +395,31 @@ impl Program {
 
     fn push(&mut self, op: Op, shape: Vec<usize>, ty: ElementType) -> Value {
         self.nodes.push(Node { op, shape, ty });
-        Value(self.nodes.len() - 1)
+        Value {
+            program: self.id,
+            index: self.nodes.len() - 1,
+        }
     }
 
+    /// A recorded value's node (every value inside the program is its own).
     fn node(&self, v: Value) -> &Node {
-        &self.nodes[v.0]
+        &self.nodes[v.index]
+    }
+
+    /// `Ok` when every one of `values` was made by this program: an error (not a panic) for a
+    /// handle of another one.
+    fn own(&self, op: &'static str, values: &[Value]) -> Result<()> {
+        match values
+            .iter()
+            .all(|v| v.program == self.id && v.index < self.nodes.len())
+        {
+            true => Ok(()),
+            false => Err(BroadcastError::ElementType {
+                op,
+                types: String::new(),
+                reason: "a value of another program".to_string(),
+            }),
+        }
     }
 
     /// A new parameter (the program's next input) of element type `T` and shape `shape`.
@@ -401,7 +428,7 @@ impl Program {
     /// use xla_bcast::stablehlo::Program;
     /// let mut p = Program::new("m");
     /// let x = p.parameter::<i64>(&[4]);
-    /// assert_eq!(p.shape(x), &[4]);
+    /// assert_eq!(p.shape(x).unwrap(), &[4]);
     /// ```
     pub fn parameter<T: StableHloElement>(&mut self, shape: &[usize]) -> Value {
         let v = self.push(Op::Parameter, shape.to_vec(), T::TYPE);
@@ -417,7 +444,7 @@ impl Program {
     /// let x = p.parameter::<f32>(&[4]);
     /// let zero = p.constant(0.0f32);
     /// let y = p.max(x, zero, &[]).unwrap();
-    /// p.output(y);
+    /// p.output(y).unwrap();
     /// assert!(p.to_stablehlo().contains("stablehlo.constant dense<0x00000000> : tensor<f32>"));
     /// ```
     pub fn constant<T: StableHloElement>(&mut self, value: T) -> Value
@@ -428,19 +455,23 @@ impl Program {
         self.push(Op::Constant(t), vec![], T::TYPE)
     }
 
-    /// The shape of `v`.
-    pub fn shape(&self, v: Value) -> &[usize] {
-        &self.node(v).shape
+    /// The shape of `v`; an error for a value of another program.
+    pub fn shape(&self, v: Value) -> Result<&[usize]> {
+        self.own("shape", &[v])?;
+        Ok(&self.node(v).shape)
     }
 
-    /// The element type of `v`.
-    pub fn element_type(&self, v: Value) -> ElementType {
-        self.node(v).ty
+    /// The element type of `v`; an error for a value of another program.
+    pub fn element_type(&self, v: Value) -> Result<ElementType> {
+        self.own("element_type", &[v])?;
+        Ok(self.node(v).ty)
     }
 
-    /// Marks `v` as the program's next result.
-    pub fn output(&mut self, v: Value) {
+    /// Marks `v` as the program's next result; an error for a value of another program.
+    pub fn output(&mut self, v: Value) -> Result<()> {
+        self.own("output", &[v])?;
         self.outputs.push(v);
+        Ok(())
     }
 
     /// Records `broadcast_in_dim` (as [`BroadcastInDim::broadcast_in_dim`]).
@@ -453,7 +484,7 @@ impl Program {
     /// let mut p = Program::new("m");
     /// let v = p.parameter::<f32>(&[3]);
     /// let b = p.broadcast_in_dim(v, &[2, 3], &[1]).unwrap();
-    /// assert_eq!(p.shape(b), &[2, 3]);
+    /// assert_eq!(p.shape(b).unwrap(), &[2, 3]);
     /// assert!(p.broadcast_in_dim(v, &[3, 2], &[1]).is_err());
     /// ```
     pub fn broadcast_in_dim(
@@ -462,6 +493,7 @@ impl Program {
         out_shape: &[usize],
         dims: &[usize],
     ) -> Result<Value> {
+        self.own("broadcast_in_dim", &[x])?;
         let node = self.node(x);
         let ty = node.ty;
         in_dim_check("broadcast_in_dim", &node.shape, out_shape, dims)?;
@@ -478,6 +510,7 @@ impl Program {
 
     fn binary(&mut self, op: Binary, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
         let name = op.names().0;
+        self.own(name, &[lhs, rhs])?;
         let (l, r) = (self.node(lhs), self.node(rhs));
         if l.ty != r.ty {
             return Err(type_error(
@@ -501,6 +534,7 @@ impl Program {
 
     fn compare(&mut self, dir: Direction, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
         let name = dir.names().0;
+        self.own(name, &[lhs, rhs])?;
         let (l, r) = (self.node(lhs), self.node(rhs));
         if l.ty != r.ty {
             return Err(type_error(
@@ -559,6 +593,7 @@ impl Program {
     /// The rule's error, or [`BroadcastError::ElementType`] (`pred` not `bool`, or the two
     /// branches of different types).
     pub fn select(&mut self, pred: Value, on_true: Value, on_false: Value) -> Result<Value> {
+        self.own("select", &[pred, on_true, on_false])?;
         let (p, t, f) = (self.node(pred), self.node(on_true), self.node(on_false));
         if p.ty != bool::TYPE || t.ty != f.ty {
             return Err(type_error(
@@ -586,6 +621,7 @@ impl Program {
     /// # Errors
     /// The rule's error, or [`BroadcastError::ElementType`].
     pub fn clamp(&mut self, min: Value, x: Value, max: Value) -> Result<Value> {
+        self.own("clamp", &[min, x, max])?;
         let (lo, v, hi) = (self.node(min), self.node(x), self.node(max));
         if lo.ty != v.ty || hi.ty != v.ty || v.ty.kind == Kind::Complex {
             return Err(type_error(
@@ -610,6 +646,7 @@ impl Program {
         operand_shape: &[usize],
         dims: &[usize],
     ) -> Result<Value> {
+        self.own("reduce_in_dim", &[x])?;
         let node = self.node(x);
         in_dim_check("reduce_in_dim", operand_shape, &node.shape, dims)?;
         let ty = node.ty;
@@ -642,20 +679,20 @@ impl Program {
                 ));
             }
             crate::ops::check_out("run", &node.shape, input.shape())?;
-            values[p.0] = Some(input.clone());
+            values[p.index] = Some(input.clone());
         }
         for (i, node) in self.nodes.iter().enumerate() {
             if values[i].is_some() {
                 continue;
             }
-            let get = |v: &Value| values[v.0].as_ref().expect("values are made in order");
+            let get = |v: &Value| values[v.index].as_ref().expect("values are made in order");
             let out = eval(node, get)?;
             values[i] = Some(out);
         }
         Ok(self
             .outputs
             .iter()
-            .map(|v| values[v.0].clone().expect("every value was computed"))
+            .map(|v| values[v.index].clone().expect("every value was computed"))
             .collect())
     }
 
@@ -666,12 +703,12 @@ impl Program {
         let ty = |v: Value| tensor_type(&self.node(v).shape, self.node(v).ty);
         let mut names: Vec<String> = vec![String::new(); self.nodes.len()];
         for (k, p) in self.params.iter().enumerate() {
-            names[p.0] = format!("%arg{k}");
+            names[p.index] = format!("%arg{k}");
         }
         let args: Vec<String> = self
             .params
             .iter()
-            .map(|&p| format!("{}: {}", names[p.0], ty(p)))
+            .map(|&p| format!("{}: {}", names[p.index], ty(p)))
             .collect();
         let results: Vec<String> = self.outputs.iter().map(|&v| ty(v)).collect();
         let mut body = String::new();
@@ -688,14 +725,14 @@ impl Program {
             let mut placed = |body: &mut String, v: Value, dims: &[usize]| -> String {
                 let from = self.node(v);
                 if from.shape == node.shape && dims.iter().copied().eq(0..dims.len()) {
-                    return names[v.0].clone();
+                    return names[v.index].clone();
                 }
                 let to = tensor_type(&node.shape, from.ty);
                 fresh(
                     body,
                     format!(
                         "stablehlo.broadcast_in_dim {}, dims = {:?} : ({}) -> {to}",
-                        names[v.0],
+                        names[v.index],
                         dims,
                         tensor_type(&from.shape, from.ty)
                     ),
@@ -711,7 +748,7 @@ impl Program {
                     )
                 }
                 Op::BroadcastInDim { x, dims } => {
-                    let (from, src) = (self.node(*x), names[x.0].clone());
+                    let (from, src) = (self.node(*x), names[x.index].clone());
                     fresh(
                         &mut body,
                         format!(
@@ -768,7 +805,7 @@ impl Program {
                 Op::Clamp { min, x, max } => {
                     let bound = |v: Value| {
                         let n = self.node(v);
-                        (names[v.0].clone(), tensor_type(&n.shape, n.ty))
+                        (names[v.index].clone(), tensor_type(&n.shape, n.ty))
                     };
                     let ((lo, lo_ty), (v, v_ty), (hi, hi_ty)) =
                         (bound(*min), bound(*x), bound(*max));
@@ -783,7 +820,11 @@ impl Program {
             };
             names[i] = name;
         }
-        let returned: Vec<String> = self.outputs.iter().map(|v| names[v.0].clone()).collect();
+        let returned: Vec<String> = self
+            .outputs
+            .iter()
+            .map(|v| names[v.index].clone())
+            .collect();
         format!(
             "module @{} {{\n  func.func public @main({}) -> ({}) {{\n{body}    return {} : {}\n  }}\n}}\n",
             self.name,
@@ -844,7 +885,7 @@ impl Program {
             body,
             format!(
                 "stablehlo.reduce({} init: {init}) applies stablehlo.{add} across dimensions = {folds:?} : ({}, {scalar}) -> {reduced_ty}",
-                names[x.0],
+                names[x.index],
                 tensor_type(&src.shape, src.ty)
             ),
         );

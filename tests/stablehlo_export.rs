@@ -20,8 +20,8 @@ fn golden_text() {
     let m = p.gt(y, x, &[]).unwrap();
     let s = p.select(m, y, x).unwrap();
     let r = p.reduce_in_dim(s, &[3, 1], &[1, 0]).unwrap();
-    p.output(y);
-    p.output(r);
+    p.output(y).unwrap();
+    p.output(r).unwrap();
     let want = "module @bias_add {
   func.func public @main(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3x1xf32>) {
     %0 = stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>
@@ -44,8 +44,8 @@ fn golden_text() {
     let c = q.lt(a, a, &[]).unwrap();
     let d = q.ge(b, b, &[]).unwrap();
     let any = q.reduce_in_dim(c, &[], &[]).unwrap();
-    q.output(any);
-    q.output(d);
+    q.output(any).unwrap();
+    q.output(d).unwrap();
     let text = q.to_stablehlo();
     assert!(text.contains("stablehlo.compare  LT, %arg0, %arg0,  UNSIGNED : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xi1>"), "{text}");
     assert!(text.contains("stablehlo.compare  GE, %arg1, %arg1,  SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>"), "{text}");
@@ -84,7 +84,7 @@ fn record_time_errors_are_the_crates() {
     assert!(p.clamp(v, x, v).is_err());
     assert!(p.reduce_in_dim(x, &[2], &[1]).is_err());
     // Inputs of the wrong type or shape.
-    p.output(x);
+    p.output(x).unwrap();
     let bad = p.run(&[
         ArrayD::<f32>::zeros(IxDyn(&[3, 2])).into(),
         ArrayD::<f32>::zeros(IxDyn(&[3])).into(),
@@ -96,6 +96,20 @@ fn record_time_errors_are_the_crates() {
     );
     let bad = p.run(&[ArrayD::<f32>::zeros(IxDyn(&[2, 3])).into()]);
     assert!(bad.is_err());
+    // A value of another program is an error, never a panic or a wrong node.
+    let mut other = Program::new("other");
+    let foreign = other.parameter::<f32>(&[2, 3]);
+    let _ = other.parameter::<f32>(&[9]);
+    assert!(matches!(
+        p.add(x, foreign, &[]),
+        Err(BroadcastError::ElementType { .. })
+    ));
+    assert!(p.output(foreign).is_err() && p.shape(foreign).is_err());
+    let _ = other.parameter::<f32>(&[1]);
+    let far = other.parameter::<f32>(&[1]);
+    assert!(p.reduce_in_dim(far, &[1], &[0]).is_err());
+    assert!(p.broadcast_in_dim(far, &[1], &[0]).is_err());
+    assert!(p.select(far, far, far).is_err() && p.clamp(far, far, far).is_err());
 }
 
 // ----- the corpus -----
@@ -334,7 +348,7 @@ where
         let Ok(y) = record(&mut p, x, v, &[1]) else {
             continue; // not defined for this type (checked against the crate's traits below)
         };
-        p.output(y);
+        p.output(y).unwrap();
         let mut inputs = vec![random::<T>(rng, &[4, 5]), random::<T>(rng, &[5])];
         if *name == "pow" && T::TYPE.kind != Kind::Float {
             // XLA's integer pow reads 6 bits of the exponent; the crate the whole exponent
@@ -360,7 +374,7 @@ where
     let k = p.constant(T::xla_one());
     let plus = p.add(x, k, &[]).unwrap();
     for v in [s, c, r, b, plus] {
-        p.output(v);
+        p.output(v).unwrap();
     }
     let inputs = vec![
         random::<T>(rng, &[3, 4]),
@@ -420,7 +434,7 @@ where
                 cur = next;
             }
         }
-        p.output(cur);
+        p.output(cur).unwrap();
         case(format!("random{made}/{}", T::TYPE.name), &p, inputs, corpus);
         made += 1;
     }
@@ -452,7 +466,7 @@ fn conformance(corpus: &mut Vec<Json>) {
         let mut p = Program::new("conformance");
         let (l, r) = (p.parameter::<f32>(&ls), p.parameter::<f32>(&rs));
         let out = p.add(l, r, &dims).unwrap();
-        p.output(out);
+        p.output(out).unwrap();
         let inputs = vec![
             fill(&ls, &|i| i as f32),
             fill(&rs, &|i| 1000.0 * (i + 1) as f32),
@@ -477,7 +491,7 @@ fn conformance(corpus: &mut Vec<Json>) {
         let mut p = Program::new("conformance");
         let (l, r) = (p.parameter::<f32>(&ls), p.parameter::<f32>(&rs));
         let out = p.add(l, r, &dims).unwrap();
-        p.output(out);
+        p.output(out).unwrap();
         let inputs = vec![
             fill(&ls, &|i| i as f32),
             fill(&rs, &|i| 1000.0 * (i + 1) as f32),
@@ -497,7 +511,7 @@ fn conformance(corpus: &mut Vec<Json>) {
         let mut p = Program::new("conformance");
         let x = p.parameter::<f32>(&operand);
         let out = p.broadcast_in_dim(x, &out_shape, &dims).unwrap();
-        p.output(out);
+        p.output(out).unwrap();
         case(
             format!("broadcast_in_dim{k}"),
             &p,
