@@ -1,223 +1,337 @@
-//! A quick benchmark: prints a markdown table of xla_bcast against ndarray's operators and a
-//! hand-written loop, as ratios measured in one run (best of N). For careful numbers use
-//! `cargo bench`.
+//! The README's performance table: xla_bcast against baselines measured in the same run, on
+//! the cases `../shared/peerbench` compares with NumPy, JAX, PyTorch and candle. Every case is
+//! sampled in interleaved rounds (each round visits every system once, in an order rotated from
+//! round to round), so a burst of load from other jobs lands on all of them alike; it prints
+//! medians, the allocating tail (p90 / median) and ratios.
 //!
-//! `cargo run --release --example bench_report`
+//! Baselines: a 2-thread Rayon loop over slices into a preallocated output (the STREAM-style
+//! bandwidth limit for that case's streams, measured here), a serial loop, ndarray's operators
+//! (`&a + &b`, `sum_axis`) and ndarray's `Zip::par_for_each`.
+//!
+//! `cargo run --release --example bench_report [rounds]`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use ndarray::{Array2, Array3, Zip};
+use ndarray::{Array2, Axis, Zip};
+use rayon::prelude::*;
 use xla_bcast::prelude::*;
+use xla_bcast::{with_parallelism, Parallelism};
 
-fn best<R>(reps: usize, mut f: impl FnMut() -> R) -> Duration {
-    let mut best = Duration::MAX;
-    for _ in 0..reps {
-        let t = Instant::now();
-        black_box(f());
-        best = best.min(t.elapsed());
+/// One timed sample of `f`, in microseconds per call (calls batched to about 2 ms).
+fn sample(f: &mut dyn FnMut()) -> f64 {
+    let t = Instant::now();
+    f();
+    let one = t.elapsed().as_secs_f64();
+    let batch = ((2e-3 / one.max(1e-9)) as usize).clamp(1, 10_000);
+    if batch == 1 {
+        return one * 1e6;
     }
-    best
+    let t = Instant::now();
+    for _ in 0..batch {
+        f();
+    }
+    t.elapsed().as_secs_f64() * 1e6 / batch as f64
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
+/// A system's samples: their median and 90th percentile.
+struct Stats {
+    median: f64,
+    p90: f64,
 }
 
-/// A serial slice loop into a preallocated output: the memory-speed yardstick.
-fn hand_loop(a: &[f32], b: &[f32], out: &mut [f32]) {
+/// Samples every system of a case in `rounds` interleaved rounds.
+fn measure(rounds: usize, systems: &mut [(&str, Box<dyn FnMut() + '_>)]) -> Vec<Stats> {
+    let n = systems.len();
+    let mut samples = vec![Vec::with_capacity(rounds); n];
+    for round in 0..rounds {
+        for i in 0..n {
+            let k = match round % 2 {
+                0 => (i + round) % n,
+                _ => n - 1 - (i + round) % n,
+            };
+            samples[k].push(sample(&mut systems[k].1));
+        }
+    }
+    samples
+        .into_iter()
+        .map(|mut s| {
+            s.sort_by(f64::total_cmp);
+            Stats {
+                median: s[s.len() / 2],
+                p90: s[(s.len() * 9 / 10).min(s.len() - 1)],
+            }
+        })
+        .collect()
+}
+
+/// Prints a case: xla_bcast's systems first (named `xla_bcast...`), then every other system as
+/// a baseline with the ratio of the first xla_bcast system's median to its median.
+fn report(case: &str, rounds: usize, mut systems: Vec<(&str, Box<dyn FnMut() + '_>)>) {
+    let stats = measure(rounds, &mut systems);
+    let ours = stats[0].median;
+    for ((name, _), s) in systems.iter().zip(&stats) {
+        let ratio = if name.starts_with("xla_bcast") {
+            String::new()
+        } else {
+            format!("{:.2}", ours / s.median)
+        };
+        println!(
+            "| {case} | {name} | {} | {:.2} | {ratio} |",
+            fmt_us(s.median),
+            s.p90 / s.median
+        );
+    }
+}
+
+fn fmt_us(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.2} us")
+    }
+}
+
+/// `out = a + b` over slices on Rayon's threads: the bandwidth limit of a 3-stream add.
+fn stream_add(a: &[f32], b: &[f32], out: &mut [f32]) {
+    let chunk = a.len().div_ceil(rayon::current_num_threads()).max(1);
+    out.par_chunks_mut(chunk)
+        .zip(a.par_chunks(chunk))
+        .zip(b.par_chunks(chunk))
+        .for_each(|((o, a), b)| {
+            for ((o, x), y) in o.iter_mut().zip(a).zip(b) {
+                *o = x + y;
+            }
+        });
+}
+
+/// `out[i] = a[i] + b[i]` elementwise, serially.
+fn serial_add(a: &[f32], b: &[f32], out: &mut [f32]) {
     for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
         *o = x + y;
     }
 }
 
+fn matrix(m: usize, n: usize, salt: usize) -> Array2<f32> {
+    Array2::from_shape_fn((m, n), |(i, j)| ((i * 7 + j * 3 + salt) % 97) as f32 / 8.0)
+}
+
 fn main() {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(11);
     let n = 4096;
-    let reps = 10;
-    let a = Array2::from_shape_fn((n, n), |(i, j)| (i ^ j) as f32);
-    let b = Array2::from_shape_fn((n, n), |(i, j)| (i + j) as f32);
-    let row = Array2::from_shape_fn((1, n), |(_, j)| j as f32);
-    let col = Array2::from_shape_fn((n, 1), |(i, _)| i as f32);
+    let (a, b) = (matrix(n, n, 0), matrix(n, n, 1));
+    let (row, col) = (matrix(1, n, 2), matrix(n, 1, 3));
     let mut out = Array2::<f32>::zeros((n, n));
+    let out = &mut out;
+    let slice = |x: &Array2<f32>| x.as_slice().expect("standard layout").to_vec();
+    let (sa, sb) = (slice(&a), slice(&b));
+    println!(
+        "{} threads; medians of {rounds} interleaved rounds; p90/med: the tail of the samples; \
+         ratio: xla_bcast's time over the baseline's (< 1: xla_bcast is faster)\n",
+        rayon::current_num_threads()
+    );
+    println!("| case | system | median | p90/med | ratio |");
+    println!("|---|---|---|---|---|");
 
-    let hand = best(reps, || {
-        hand_loop(
-            a.as_slice().unwrap(),
-            b.as_slice().unwrap(),
-            out.as_slice_mut().unwrap(),
-        )
-    });
-    let hand_ms = ms(hand);
-    println!("4096x4096 f32, best of {reps}; hand loop (serial, preallocated) = {hand_ms:.2} ms\n");
-    println!("| case | xla_bcast | ndarray `&a + &b` | ndarray Zip::par_for_each | xla_bcast / hand loop | NumPy (issue figure, scaled) / hand loop | ndarray / xla_bcast |");
-    println!("|---|---|---|---|---|---|---|");
-
-    // NumPy figures from the issue, measured against a 7.0 ms hand loop on this kind of machine.
-    let cases: [(&str, &Array2<f32>, &Array2<f32>, f64); 4] = [
-        ("same shape", &a, &b, 12.4),
-        ("(M,N) + (1,N)", &a, &row, 13.3),
-        ("(M,N) + (M,1)", &a, &col, 13.2),
-        ("(M,1) + (1,N) outer", &col, &row, 7.9),
-    ];
-    for (name, x, y, numpy_ms) in cases {
-        let ours = ms(best(reps, || x.add_bcast(y, &[]).unwrap()));
-        let nd = ms(best(reps, || x + y));
-        let zip = ms(best(reps, || {
-            let xv = x.broadcast((n, n)).unwrap();
-            let yv = y.broadcast((n, n)).unwrap();
-            let mut o = Array2::<f32>::uninit((n, n));
-            Zip::from(&mut o)
-                .and(&xv)
-                .and(&yv)
-                .par_for_each(|o, &x, &y| {
-                    o.write(x + y);
-                });
-            unsafe { o.assume_init() }
-        }));
-        println!(
-            "| {name} | {ours:.2} ms | {nd:.2} ms | {zip:.2} ms | {:.2} | {:.2} | {:.2}x |",
-            ours / hand_ms,
-            numpy_ms / 7.0,
-            nd / ours
+    let (mut buf, mut buf2, mut buf3) = (vec![0f32; n * n], vec![0f32; n * n], vec![0f32; n * n]);
+    report(
+        "4096² f32 a + b",
+        rounds,
+        vec![
+            (
+                "xla_bcast `add_bcast`",
+                Box::new(|| drop(black_box(a.add_bcast(&b, &[]).unwrap()))),
+            ),
+            ("ndarray `&a + &b`", Box::new(|| drop(black_box(&a + &b)))),
+            (
+                "ndarray `Zip::par_for_each`",
+                Box::new(|| {
+                    let mut o = Array2::<f32>::uninit((n, n));
+                    Zip::from(&mut o).and(&a).and(&b).par_for_each(|o, &x, &y| {
+                        o.write(x + y);
+                    });
+                    // SAFETY: every element was written above.
+                    drop(black_box(unsafe { o.assume_init() }))
+                }),
+            ),
+            (
+                "STREAM add, fresh output",
+                Box::new(|| {
+                    let mut o = vec![0f32; n * n];
+                    stream_add(&sa, &sb, &mut o);
+                    drop(black_box(o))
+                }),
+            ),
+        ],
+    );
+    report(
+        "4096² f32 a + b, into",
+        rounds,
+        vec![
+            (
+                "xla_bcast `add_bcast_into`",
+                Box::new(|| a.add_bcast_into(&b, &[], &mut *out).unwrap()),
+            ),
+            (
+                "STREAM add, into",
+                Box::new(|| stream_add(&sa, &sb, &mut buf)),
+            ),
+            (
+                "serial loop, into",
+                Box::new(|| serial_add(&sa, &sb, &mut buf2)),
+            ),
+        ],
+    );
+    for (case, rhs) in [("4096² f32 + (1,N)", &row), ("4096² f32 + (M,1)", &col)] {
+        report(
+            case,
+            rounds,
+            vec![
+                (
+                    "xla_bcast `add_bcast`",
+                    Box::new(|| drop(black_box(a.add_bcast(rhs, &[]).unwrap()))),
+                ),
+                (
+                    "xla_bcast `add_bcast_into`",
+                    Box::new(|| a.add_bcast_into(rhs, &[], &mut *out).unwrap()),
+                ),
+                ("ndarray `&a + &b`", Box::new(|| drop(black_box(&a + rhs)))),
+            ],
         );
     }
-
-    let into = ms(best(reps, || a.add_bcast_into(&b, &[], &mut out).unwrap()));
     let mut acc = a.clone();
-    let assign = ms(best(reps, || acc.add_assign_bcast(&row, &[]).unwrap()));
-    let same = ms(best(reps, || a.add_bcast(&b, &[]).unwrap()));
-    println!(
-        "| same shape, `_into` | {into:.2} ms | | | {:.2} | | |",
-        into / hand_ms
+    let mut nd_acc = a.clone();
+    report(
+        "4096² f32 += (1,N)",
+        rounds,
+        vec![
+            (
+                "xla_bcast `add_assign_bcast`",
+                Box::new(|| acc.add_assign_bcast(&row, &[]).unwrap()),
+            ),
+            ("ndarray `a += &b`", Box::new(|| nd_acc += &row)),
+        ],
     );
-    println!(
-        "| `+= (1,N)` in place | {assign:.2} ms | | | {:.2} | | |",
-        assign / hand_ms
+    report(
+        "4096² f32 (M,1) + (1,N)",
+        rounds,
+        vec![
+            (
+                "xla_bcast `add_bcast`",
+                Box::new(|| drop(black_box(col.add_bcast(&row, &[]).unwrap()))),
+            ),
+            (
+                "ndarray `&a + &b`",
+                Box::new(|| drop(black_box(&col + &row))),
+            ),
+        ],
     );
-    // An lhs read across its rows: ours, ndarray's, and ours against the contiguous add.
-    let across = |name: &str, x: ndarray::ArrayView2<f32>| {
-        let ours = ms(best(reps, || x.add_bcast(&b, &[]).unwrap()));
-        println!(
-            "| {name} | {ours:.2} ms | {:.2} ms | | {:.2} (vs contiguous: {:.2}x) | | |",
-            ms(best(reps, || &x + &b)),
-            ours / hand_ms,
-            ours / same
-        );
-    };
-    let at = a.t();
-    across("transposed lhs", at);
-    // A rot90 view: transposed, then flipped down its rows (a step of -1).
-    let mut rot = a.t();
-    rot.invert_axis(ndarray::Axis(0));
-    across("rot90 lhs", rot);
-    // A transpose sliced with a step of 2 down its rows (gathered into the staging buffer).
-    let wide = Array2::from_shape_fn((n, 2 * n), |(i, j)| (i + j) as f32);
-    across(
-        "stepped transposed lhs (`t()[..;2, ..]`)",
-        wide.t().slice_move(ndarray::s![..;2, ..]),
+    let at = b.t().to_owned();
+    let at = at.t();
+    report(
+        "4096² f32 a.T + b",
+        rounds,
+        vec![
+            (
+                "xla_bcast `add_bcast`",
+                Box::new(|| drop(black_box(at.add_bcast(&b, &[]).unwrap()))),
+            ),
+            (
+                "xla_bcast `add_bcast_into`",
+                Box::new(|| at.add_bcast_into(&b, &[], &mut *out).unwrap()),
+            ),
+            ("ndarray `&a + &b`", Box::new(|| drop(black_box(&at + &b)))),
+            (
+                "STREAM add, into",
+                Box::new(|| stream_add(&sa, &sb, &mut buf3)),
+            ),
+        ],
     );
-    drop(wide);
-    // Both F-ordered: the result follows them, so nothing is read across its rows.
-    let bt = b.t();
-    let both = ms(best(reps, || at.add_bcast(&bt, &[]).unwrap()));
-    let nd = ms(best(reps, || &at + &bt));
-    println!(
-        "| both transposed (F order) | {both:.2} ms | {nd:.2} ms | | {:.2} (vs contiguous: {:.2}x) | | {:.2}x |",
-        both / hand_ms,
-        both / same,
-        nd / both
+    let (m, m_b) = (matrix(512, 512, 4), matrix(512, 512, 5));
+    let mut m_out = Array2::<f32>::zeros((512, 512));
+    let (ma, mb) = (slice(&m), slice(&m_b));
+    let (mut m_buf, mut m_buf2) = (vec![0f32; 512 * 512], vec![0f32; 512 * 512]);
+    report(
+        "512² f32 a + b",
+        rounds,
+        vec![
+            (
+                "xla_bcast `add_bcast`",
+                Box::new(|| drop(black_box(m.add_bcast(&m_b, &[]).unwrap()))),
+            ),
+            (
+                "xla_bcast `add_bcast`, serial",
+                Box::new(|| {
+                    let r = with_parallelism(Parallelism::Serial, || m.add_bcast(&m_b, &[]));
+                    drop(black_box(r.unwrap()))
+                }),
+            ),
+            (
+                "xla_bcast `add_bcast_into`",
+                Box::new(|| m.add_bcast_into(&m_b, &[], &mut m_out).unwrap()),
+            ),
+            ("ndarray `&a + &b`", Box::new(|| drop(black_box(&m + &m_b)))),
+            (
+                "STREAM add, into",
+                Box::new(|| stream_add(&ma, &mb, &mut m_buf)),
+            ),
+            (
+                "serial loop, into",
+                Box::new(|| serial_add(&ma, &mb, &mut m_buf2)),
+            ),
+        ],
     );
-
-    let c3 = Array3::from_shape_fn((64, 512, 512), |(i, j, k)| (i + j + k) as f32);
-    let v = ndarray::Array1::from_shape_fn(512, |k| k as f32);
-    let ours = ms(best(reps, || c3.add_bcast(&v, &[2]).unwrap()));
-    let nd = ms(best(reps, || &c3 + &v));
-    println!(
-        "| (64,512,512) + (512) dims [2] | {ours:.2} ms | {nd:.2} ms | | {:.2} | | {:.2}x |",
-        ours / hand_ms,
-        nd / ours
+    let (s, s_b) = (matrix(64, 64, 6), matrix(64, 64, 7));
+    report(
+        "64² f32 a + b",
+        rounds,
+        vec![
+            (
+                "xla_bcast `add_bcast`",
+                Box::new(|| drop(black_box(s.add_bcast(&s_b, &[]).unwrap()))),
+            ),
+            ("ndarray `&a + &b`", Box::new(|| drop(black_box(&s + &s_b)))),
+        ],
     );
-
-    // Small arrays: time batches of calls, so that the clock's resolution does not matter.
-    let small_a = Array2::<f32>::ones((64, 64));
-    let small_same = Array2::<f32>::ones((64, 64));
-    let small_row = Array2::<f32>::ones((1, 64));
-    let small_col = Array2::<f32>::ones((64, 1));
-    let batch = |f: &mut dyn FnMut()| {
-        best(50, || {
-            for _ in 0..200 {
-                f()
-            }
-        })
-        .as_secs_f64()
-            * 1e6
-            / 200.0
-    };
-    let mut small_contiguous = 0.0;
-    for (name, b) in [
-        ("same", &small_same),
-        ("(1,64)", &small_row),
-        ("(64,1)", &small_col),
-    ] {
-        let ours = batch(&mut || {
-            black_box(small_a.add_bcast(b, &[]).unwrap());
-        });
-        let nd = batch(&mut || {
-            black_box(&small_a + b);
-        });
-        if name == "same" {
-            small_contiguous = ours;
-        }
-        println!(
-            "| 64x64 + {name} | {ours:.2} us | {nd:.2} us | | | | {:.2}x |",
-            nd / ours
-        );
-    }
-    // Tiny arrays: the fixed cost of an op.
-    let tiny = Array2::<f32>::ones((8, 8));
-    let tiny_f = tiny.t().as_standard_layout().into_owned().reversed_axes();
-    for (name, x) in [("8x8 + same", &tiny), ("8x8 + same, F order", &tiny_f)] {
-        let ours = batch(&mut || {
-            black_box(x.add_bcast(x, &[]).unwrap());
-        });
-        let nd = batch(&mut || {
-            black_box(x + x);
-        });
-        println!(
-            "| {name} | {ours:.3} us | {nd:.3} us | | | | {:.2}x |",
-            nd / ours
-        );
-    }
-    let small_t = small_same.t();
-    let ours = batch(&mut || {
-        black_box(small_t.add_bcast(&small_a, &[]).unwrap());
-    });
-    let nd = batch(&mut || {
-        black_box(&small_t + &small_a);
-    });
-    println!(
-        "| 64x64 transposed lhs | {ours:.2} us | {nd:.2} us | | vs contiguous: {:.2}x | | {:.2}x |",
-        ours / small_contiguous,
-        nd / ours
+    let mut sums = Array2::<f32>::zeros((n, 1));
+    report(
+        "sum 4096² f32 -> (M,1)",
+        rounds,
+        vec![
+            (
+                "xla_bcast `reduce_in_dim`",
+                Box::new(|| drop(black_box(a.reduce_in_dim(&[n, 1], &[0, 1]).unwrap()))),
+            ),
+            (
+                "xla_bcast `reduce_in_dim_into`",
+                Box::new(|| a.reduce_in_dim_into(&[0, 1], &mut sums).unwrap()),
+            ),
+            (
+                "ndarray `sum_axis`",
+                Box::new(|| drop(black_box(a.sum_axis(Axis(1))))),
+            ),
+        ],
     );
-
-    let cols = ms(best(reps, || a.reduce_in_dim(&[1, n], &[0, 1]).unwrap()));
-    let rows = ms(best(reps, || a.reduce_in_dim(&[n, 1], &[0, 1]).unwrap()));
-    let hand_cols = ms(best(reps, || {
-        let mut s = vec![0f32; n];
-        for r in a.rows() {
-            for (s, x) in s.iter_mut().zip(r.as_slice().unwrap()) {
-                *s += x;
-            }
-        }
-        s
-    }));
-    let hand_rows = ms(best(reps, || {
-        a.rows()
-            .into_iter()
-            .map(|r| r.as_slice().unwrap().iter().sum::<f32>())
-            .collect::<Vec<_>>()
-    }));
-    println!("| reduce to (1,N) | {cols:.2} ms | hand loop {hand_cols:.2} ms | | {:.2} vs its hand loop | | |", cols / hand_cols);
-    println!("| reduce to (M,1) | {rows:.2} ms | hand loop {hand_rows:.2} ms | | {:.2} vs its hand loop | | |", rows / hand_rows);
+    let mut col_sums = Array2::<f32>::zeros((1, n));
+    report(
+        "sum 4096² f32 -> (1,N)",
+        rounds,
+        vec![
+            (
+                "xla_bcast `reduce_in_dim`",
+                Box::new(|| drop(black_box(a.reduce_in_dim(&[1, n], &[0, 1]).unwrap()))),
+            ),
+            (
+                "xla_bcast `reduce_in_dim_into`",
+                Box::new(|| a.reduce_in_dim_into(&[0, 1], &mut col_sums).unwrap()),
+            ),
+            (
+                "ndarray `sum_axis`",
+                Box::new(|| drop(black_box(a.sum_axis(Axis(0))))),
+            ),
+        ],
+    );
 }

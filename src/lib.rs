@@ -39,7 +39,7 @@
 //! | [`error`] | [`BroadcastError`] |
 //!
 //! Every op runs through one kernel engine (dim merging, loop order from the strides,
-//! vectorisable inner loops, tiled transposes, Rayon above [`PARALLEL_THRESHOLD_BYTES`],
+//! vectorisable inner loops, staged transposes, Rayon above [`PARALLEL_THRESHOLD_BYTES`],
 //! controlled by [`Parallelism`]).
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -23,13 +23,9 @@
 use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
-use crate::engine;
-use crate::engine::flat::FlatSrc;
-use crate::engine::Src;
+use crate::engine::{self, Map, Src, Zip, Zip3};
 use crate::error::{BroadcastError, Result};
-use crate::shape::{
-    binary_plan, checked_size_for, clamp_shape, iota, merge_dim, select_shape, Dims, ShapeArg,
-};
+use crate::shape::{binary_shape, clamp_shape, iota, select_shape, Dims, ShapeArg};
 use crate::strict::{Strict, StrictView};
 use crate::view::broadcast_in_dim_view;
 
@@ -179,99 +175,42 @@ dim_concat!(
     6: [0 => 6]
 );
 
-/// Whether `dims` place an operand of rank `rank` as itself: none given, or `0..rank`.
-fn identity_dims(dims: &[usize], rank: usize) -> bool {
-    dims.is_empty() || (dims.len() == rank && dims.iter().copied().eq(0..rank))
-}
-
-/// How a binary op pairs operands that need no broadcasting rule beyond a rank-0 operand.
-#[derive(Clone, Copy)]
-enum Pairing {
-    /// Equal shapes under the identity dims (none given, or `0..rank`).
-    Same,
-    /// A rank-0 rhs (its dims necessarily empty) against anything.
-    ScalarRhs,
-    /// A rank-0 lhs against anything.
-    ScalarLhs,
-}
-
-/// The [`Pairing`] of `lhs` and `rhs` under `dims`, if any (the common cases, which skip
-/// planning).
-fn pairing<A, B, D: Dimension, E: Dimension>(
-    lhs: &ArrayRef<A, D>,
-    rhs: &ArrayRef<B, E>,
-    dims: &[usize],
-) -> Option<Pairing> {
-    if identity_dims(dims, lhs.ndim()) && lhs.shape() == rhs.shape() {
-        Some(Pairing::Same)
-    } else if dims.is_empty() && rhs.ndim() == 0 {
-        Some(Pairing::ScalarRhs)
-    } else if dims.is_empty() && lhs.ndim() == 0 {
-        Some(Pairing::ScalarLhs)
-    } else {
-        None
-    }
-}
-
-/// The output shape and both operands as inputs of a flat walk ([`engine::flat`]), when they
-/// pair without a rule ([`pairing`]).
-#[allow(clippy::type_complexity)]
-fn flat_operands<'s, 'a: 's, 'b: 's, A, B, D: Dimension, E: Dimension>(
-    lhs: &'a ArrayRef<A, D>,
-    rhs: &'b ArrayRef<B, E>,
-    dims: &[usize],
-) -> Option<(&'s [usize], FlatSrc<'a, A>, FlatSrc<'b, B>)> {
-    Some(match pairing(lhs, rhs, dims)? {
-        Pairing::Same => (lhs.shape(), FlatSrc::whole(lhs), FlatSrc::whole(rhs)),
-        Pairing::ScalarRhs => (lhs.shape(), FlatSrc::whole(lhs), FlatSrc::scalar(rhs)?),
-        Pairing::ScalarLhs => (rhs.shape(), FlatSrc::scalar(lhs)?, FlatSrc::whole(rhs)),
-    })
-}
-
-/// Both operands of a binary op as engine inputs at its output shape (which each of them
-/// carries: [`Src::shape`]). A shape that is neither operand's is kept in `out`.
-fn operands<'x, 'y, 'o: 'x + 'y, A, B, D: Dimension, E: Dimension>(
+/// Both operands of a binary op seen at its output shape by XLA's rule (each carries it:
+/// [`Src::shape`]); the shape is kept in `out`. The one front door of the binary ops: the rule
+/// decides the shape and each operand's placement, the engine does the rest.
+#[inline(always)]
+fn operands<'o, A, B, D: Dimension, E: Dimension>(
     op: &'static str,
-    lhs: &'x ArrayRef<A, D>,
-    rhs: &'y ArrayRef<B, E>,
+    lhs: &'o ArrayRef<A, D>,
+    rhs: &'o ArrayRef<B, E>,
     dims: &[usize],
     out: &'o mut Dims,
-) -> Result<(Src<'x, A>, Src<'y, B>)> {
-    // Equal shapes (the most common case) need no rule beyond the dims check, and a scalar
-    // broadcasts to anything: skip planning.
-    match pairing(lhs, rhs, dims) {
-        Some(Pairing::Same) => return Ok((Src::of(lhs), Src::of(rhs))),
-        Some(Pairing::ScalarRhs) => {
-            *out = Dims::from_slice(lhs.shape());
-            return Ok((Src::of(lhs), Src::placed(op, rhs, out, &[])?));
-        }
-        Some(Pairing::ScalarLhs) => {
-            *out = Dims::from_slice(rhs.shape());
-            return Ok((Src::placed(op, lhs, out, &[])?, Src::of(rhs)));
-        }
-        None => {}
+) -> Result<(Src<'o, A>, Src<'o, B>)> {
+    let grown = binary_shape(op, lhs.shape(), rhs.shape(), dims, out)?;
+    // Unless the higher-rank operand broadcasts, its own shape is the output's: seen at it,
+    // nothing freshly written is read back on the hot path of small ops.
+    let shape: &'o [usize] = match grown {
+        false if lhs.ndim() >= rhs.ndim() => lhs.shape(),
+        false => rhs.shape(),
+        true => out,
+    };
+    Ok((place(op, lhs, shape, dims)?, place(op, rhs, shape, dims)?))
+}
+
+/// An operand placed in `out` as XLA's binary rule places it: by degenerate dims at the
+/// output's rank, else (the lower-rank operand) by the op's `dims`.
+#[inline(always)]
+fn place<'a, A, D: Dimension>(
+    op: &'static str,
+    a: &'a ArrayRef<A, D>,
+    out: &'a [usize],
+    dims: &[usize],
+) -> Result<Src<'a, A>> {
+    if a.ndim() == out.len() {
+        Src::degenerate(op, a, out)
+    } else {
+        Src::placed(op, a, out, dims)
     }
-    // Degenerate broadcasting between equal ranks is decided dim by dim: no planning either.
-    // Incompatible or oversized shapes go on to the full rule, which builds the error.
-    if identity_dims(dims, lhs.ndim()) && lhs.ndim() == rhs.ndim() {
-        *out = Dims::from_slice(lhs.shape());
-        let compatible = out
-            .iter_mut()
-            .zip(rhs.shape())
-            .all(|(o, &r)| merge_dim(*o, r).map(|n| *o = n).is_some());
-        if compatible && checked_size_for(op, out).is_ok() {
-            let out: &'o Dims = out;
-            return Ok((
-                Src::degenerate(op, lhs, out)?,
-                Src::degenerate(op, rhs, out)?,
-            ));
-        }
-    }
-    let plan = binary_plan(op, lhs.shape(), rhs.shape(), dims)?;
-    *out = plan.out;
-    let out: &'o Dims = out;
-    let l = Src::placed(op, lhs, out, &plan.lhs_dims)?;
-    Ok((l, Src::placed(op, rhs, out, &plan.rhs_dims)?))
 }
 
 /// The output dimension, of the type the caller's types promise, for a result of `shape`.
@@ -330,14 +269,9 @@ where
     D: Dimension + DimMax<E>,
     E: Dimension,
 {
-    if let Some((shape, l, r)) = flat_operands(lhs, rhs, dims) {
-        if let Some(out) = engine::flat::zip(op, out_dim(op, shape)?, l, r, &f) {
-            return out;
-        }
-    }
     let mut shape = Dims::new();
     let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
-    engine::collect_zip(op, out_dim(op, l.shape())?, &l, &r, &f)
+    engine::collect(op, out_dim(op, l.shape())?, &Zip::new(&f, &l, &r))
 }
 
 /// `f` over every element into a fresh array of the same shape and dimension type.
@@ -351,10 +285,7 @@ where
     C: Send,
     D: Dimension,
 {
-    if let Some(out) = engine::flat::map(op, a, &f) {
-        return out;
-    }
-    engine::collect_map(op, a.raw_dim(), &Src::of(a), &f, false)
+    engine::collect(op, a.raw_dim(), &Map::new(&f, &Src::of(a)))
 }
 
 /// The binary op family's one implementation: into a caller's array.
@@ -377,7 +308,7 @@ where
     let mut shape = Dims::new();
     let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
     check_out(op, l.shape(), out.shape())?;
-    engine::zip(out, &l, &r, &f);
+    engine::into(out, &Zip::new(&f, &l, &r));
     Ok(())
 }
 
@@ -396,9 +327,16 @@ where
     E: Dimension,
 {
     let mut shape = Dims::new();
-    let (_, r) = operands(op, &*lhs, rhs, dims, &mut shape)?;
-    check_out(op, r.shape(), lhs.shape())?;
-    engine::update(lhs, &r, &f);
+    if !binary_shape(op, lhs.shape(), rhs.shape(), dims, &mut shape)? {
+        let high = if lhs.ndim() >= rhs.ndim() {
+            lhs.shape()
+        } else {
+            rhs.shape()
+        };
+        shape = Dims::from_slice(high);
+    }
+    check_out(op, &shape, lhs.shape())?;
+    engine::assign(lhs, &place(op, rhs, &shape, dims)?, &f);
     Ok(())
 }
 
@@ -867,8 +805,12 @@ impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {
     {
         let mut shape = Dims::new();
         let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
-        let inputs = (&Src::of(self), &lo, &hi);
-        engine::collect_zip3("clamp", self.raw_dim(), inputs, &A::xla_clamp)
+        let x = Src::of(self);
+        engine::collect(
+            "clamp",
+            self.raw_dim(),
+            &Zip3::new(&A::xla_clamp, &x, &lo, &hi),
+        )
     }
 
     fn clamp_bcast_into<E1: Dimension, E2: Dimension, O: Dimension>(
@@ -883,7 +825,7 @@ impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {
         let mut shape = Dims::new();
         let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
         check_out("clamp", self.shape(), out.shape())?;
-        engine::zip3(out, &Src::of(self), &lo, &hi, &A::xla_clamp);
+        engine::into(out, &Zip3::new(&A::xla_clamp, &Src::of(self), &lo, &hi));
         Ok(())
     }
 
@@ -898,9 +840,18 @@ impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {
         let mut shape = Dims::new();
         let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
         // min(max(x, lo), hi) as two passes in place: the same values as one.
-        engine::update(self, &lo, &A::xla_max);
-        engine::update(self, &hi, &A::xla_min);
+        engine::assign(self, &lo, &A::xla_max);
+        engine::assign(self, &hi, &A::xla_min);
         Ok(())
+    }
+}
+
+/// `Select`'s element function.
+fn choose<T>(p: bool, on_true: T, on_false: T) -> T {
+    if p {
+        on_true
+    } else {
+        on_false
     }
 }
 
@@ -971,13 +922,7 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         let mut shape = Vec::new();
         let (p, t, f) = select_inputs(self, on_true, on_false, &mut shape)?;
         let dim = out_dim("select", p.shape())?;
-        engine::collect_zip3("select", dim, (&p, &t, &f), &|p, t, f| {
-            if p {
-                t
-            } else {
-                f
-            }
-        })
+        engine::collect("select", dim, &Zip3::new(&choose, &p, &t, &f))
     }
 
     fn select_bcast_into<T, E1, E2, O>(
@@ -995,7 +940,7 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         let mut shape = Vec::new();
         let (p, t, f) = select_inputs(self, on_true, on_false, &mut shape)?;
         check_out("select", p.shape(), out.shape())?;
-        engine::zip3(out, &p, &t, &f, &|p, t, f| if p { t } else { f });
+        engine::into(out, &Zip3::new(&choose, &p, &t, &f));
         Ok(())
     }
 }

@@ -200,18 +200,52 @@ pub(crate) fn iota(n: usize) -> Dims {
     }
 }
 
+/// [`binary_op_shape`] with the operands' placements: the lower-rank operand is placed by
+/// `dims`, the other (both, at equal ranks) by the identity.
 pub(crate) fn binary_plan(
     op: &'static str,
     lhs: &[usize],
     rhs: &[usize],
     dims: &[usize],
 ) -> Result<BinaryPlan> {
+    let mut out = Dims::new();
+    if !binary_shape(op, lhs, rhs, dims, &mut out)? {
+        out = Dims::from_slice(if lhs.len() >= rhs.len() { lhs } else { rhs });
+    }
+    // Shapes given as numbers, not arrays': their size may not fit.
+    checked_size_for(op, &out)?;
+    let place = |rank: usize| match rank == out.len() {
+        true => iota(rank),
+        false => Dims::from_slice(dims),
+    };
+    Ok(BinaryPlan {
+        lhs_dims: place(lhs.len()),
+        rhs_dims: place(rhs.len()),
+        out,
+    })
+}
+
+/// XLA's binary rule ([`binary_op_shape`]) for operands whose shapes are arrays' (so their own
+/// sizes fit): `Ok(true)` with the output shape in `out`, or `Ok(false)` when the output shape
+/// is the higher-rank operand's (`lhs`'s at equal ranks; `out` then need not hold it), or the
+/// error.
+#[inline]
+pub(crate) fn binary_shape(
+    op: &'static str,
+    lhs: &[usize],
+    rhs: &[usize],
+    dims: &[usize],
+    out: &mut Dims,
+) -> Result<bool> {
+    let identity = || dims.is_empty() || dims.iter().copied().eq(0..lhs.len());
+    if lhs == rhs && identity() {
+        return Ok(false);
+    }
     let boxed = |s: &[usize]| -> Box<[usize]> { s.into() };
     let err_ctx = || (op, boxed(lhs), boxed(rhs), boxed(dims));
-    let identity = iota;
 
     if lhs.len() == rhs.len() {
-        if !dims.is_empty() && dims.iter().copied().ne(0..lhs.len()) {
+        if !identity() {
             let (op, lhs, rhs, dims) = err_ctx();
             return Err(BroadcastError::BroadcastDimsNotIdentity { op, lhs, rhs, dims });
         }
@@ -252,18 +286,22 @@ pub(crate) fn binary_plan(
         }
     }
 
-    // Map every lhs dim and rhs dim to an output dim, then merge sizes pairwise.
-    let (lhs_dims, rhs_dims) = match lhs.len().cmp(&rhs.len()) {
-        std::cmp::Ordering::Equal => (identity(lhs.len()), identity(rhs.len())),
-        std::cmp::Ordering::Less => (Dims::from_slice(dims), identity(rhs.len())),
-        std::cmp::Ordering::Greater => (identity(lhs.len()), Dims::from_slice(dims)),
+    // Every dim of the lower-rank operand (both, at equal ranks) meets the output dim it maps
+    // to (the identity at equal ranks): sizes merge pairwise.
+    let lhs_low = lhs.len() < rhs.len();
+    let (high, low) = if lhs_low { (rhs, lhs) } else { (lhs, rhs) };
+    let out_dim = |low_dim: usize| match lhs.len() == rhs.len() {
+        true => low_dim,
+        false => dims[low_dim],
     };
-    let mut out = Dims::from_slice(if lhs.len() >= rhs.len() { lhs } else { rhs });
-    let mut merge = |lhs_dim: usize, rhs_dim: usize, out_dim: usize| -> Result<()> {
-        let (l, r) = (lhs[lhs_dim], rhs[rhs_dim]);
-        out[out_dim] = match merge_dim(l, r) {
-            Some(n) => n,
+    let mut grown = false;
+    for (low_dim, &n) in low.iter().enumerate() {
+        let d = out_dim(low_dim);
+        match merge_dim(high[d], n) {
+            Some(m) => grown |= m != high[d],
             None => {
+                let (lhs_dim, rhs_dim) = if lhs_low { (low_dim, d) } else { (d, low_dim) };
+                let (lhs_size, rhs_size) = (lhs[lhs_dim], rhs[rhs_dim]);
                 let (op, lhs, rhs, dims) = err_ctx();
                 return Err(BroadcastError::IncompatibleDims {
                     op,
@@ -272,28 +310,24 @@ pub(crate) fn binary_plan(
                     dims,
                     lhs_dim,
                     rhs_dim,
-                    lhs_size: l,
-                    rhs_size: r,
+                    lhs_size,
+                    rhs_size,
                 });
             }
-        };
-        Ok(())
-    };
-    if lhs.len() >= rhs.len() {
-        for (rhs_dim, &out_dim) in rhs_dims.iter().enumerate() {
-            merge(out_dim, rhs_dim, out_dim)?;
-        }
-    } else {
-        for (lhs_dim, &out_dim) in lhs_dims.iter().enumerate() {
-            merge(lhs_dim, out_dim, out_dim)?;
         }
     }
-    checked_size_for(op, &out)?;
-    Ok(BinaryPlan {
-        out,
-        lhs_dims,
-        rhs_dims,
-    })
+    if !grown {
+        return Ok(false);
+    }
+    out.clear();
+    out.extend_from_slice(high);
+    for (low_dim, &n) in low.iter().enumerate() {
+        let d = out_dim(low_dim);
+        // Checked above: every pair merges.
+        out[d] = merge_dim(high[d], n).unwrap_or(high[d]);
+    }
+    checked_size_for(op, out)?;
+    Ok(true)
 }
 
 /// The StableHLO / JAX rule for `BroadcastInDim(operand, out_shape, broadcast_dimensions)`.

@@ -248,7 +248,7 @@ where
     F: Fn(A, A) -> A + Sync,
 {
     // `f` is the op's function item, not a `fn` pointer: a pointer would not inline into the
-    // kernel and the loop would not vectorise (10x slower on 64x64 f32).
+    // kernel and the loop would not vectorise.
     match zip_collect(op, lhs, rhs, &[], f) {
         Ok(r) => Strict(r),
         Err(e) => panic!("{e}"),

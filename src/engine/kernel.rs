@@ -7,6 +7,8 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::slice;
 
+use super::operand::{Operand, Src};
+
 /// The element loops of one operation over a [`Block`] of `N` operands, operand 0 written.
 /// The engine walks blocks and hands each to [`call`]; the kernel dereferences the pointers,
 /// so its one method is `unsafe`.
@@ -84,32 +86,68 @@ fn counted<R>(written: &Cell<usize>, v: R) -> R {
     v
 }
 
-/// `out[i] = f(a[i])` ([`map_block`]) as a [`BlockKernel`]: output slots `S`, input `A`.
-pub(crate) struct Map<'f, S, A, F>(pub &'f F, pub PhantomData<fn(A) -> S>);
+/// An elementwise operation over `N` operands, as the engine walks it: its block kernel and its
+/// inputs (operands `1..N`, each seen at the output shape); operand 0 is the output, of
+/// elements `Slot`.
+pub(crate) trait Elementwise<const N: usize>: BlockKernel<N> {
+    /// The output's elements: a fresh slot (`MaybeUninit<C>`) or an element to overwrite.
+    type Slot;
+    /// Operand `k`, `1 <= k < N`.
+    fn input(&self, k: usize) -> &Operand<'_>;
+}
 
-/// `out[i] = f(a[i], b[i])` ([`zip_block`]) as a [`BlockKernel`].
-pub(crate) struct Zip<'f, S, A, B, F>(pub &'f F, pub PhantomData<fn(A, B) -> S>);
+/// `out[i] = f(a[i])` ([`map_block`]): output slots `S`, input `A`.
+pub(crate) struct Map<'k, S, A, F> {
+    f: &'k F,
+    a: &'k Src<'k, A>,
+    _out: PhantomData<fn() -> S>,
+}
 
-/// `out[i] = f(a[i], b[i], c[i])` ([`zip3_block`]) as a [`BlockKernel`].
-pub(crate) struct Zip3<'f, S, A, B, C, F>(pub &'f F, pub PhantomData<fn(A, B, C) -> S>);
+/// `out[i] = f(a[i], b[i])` ([`zip_block`]).
+pub(crate) struct Zip<'k, S, A, B, F> {
+    f: &'k F,
+    a: &'k Src<'k, A>,
+    b: &'k Src<'k, B>,
+    _out: PhantomData<fn() -> S>,
+}
 
-/// `out[i] = f(out[i], b[i])` ([`update_block`]) as a [`BlockKernel`]: in place.
-pub(crate) struct Update<'f, A, B, F>(pub &'f F, pub PhantomData<fn(A, B) -> A>);
+/// `out[i] = f(a[i], b[i], c[i])` ([`zip3_block`]).
+pub(crate) struct Zip3<'k, S, A, B, C, F> {
+    f: &'k F,
+    a: &'k Src<'k, A>,
+    b: &'k Src<'k, B>,
+    c: &'k Src<'k, C>,
+    _out: PhantomData<fn() -> S>,
+}
 
-impl<S: Sink<C>, A: Clone, C, F: Fn(A) -> C + Sync> BlockKernel<2> for Map<'_, S, A, F> {
+/// `out[i] = f(out[i], b[i])` ([`update_block`]): in place.
+pub(crate) struct Update<'k, A, B, F> {
+    f: &'k F,
+    b: &'k Src<'k, B>,
+    _out: PhantomData<fn() -> A>,
+}
+
+impl<S: Sink<C>, A: Clone + Sync, C, F: Fn(A) -> C + Sync> BlockKernel<2> for Map<'_, S, A, F> {
     #[inline(always)]
     unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, written: &Cell<usize>) {
         let (o, a) = (p[0].cast::<S>(), p[1].cast_const().cast::<A>());
         // SAFETY: as the caller promised, for an output of `S` and an input of `A`.
-        unsafe { map_block(o, a, blk, &|x| counted(written, (self.0)(x))) }
+        unsafe { map_block(o, a, blk, &|x| counted(written, (self.f)(x))) }
+    }
+}
+
+impl<S: Sink<C>, A: Clone + Sync, C, F: Fn(A) -> C + Sync> Elementwise<2> for Map<'_, S, A, F> {
+    type Slot = S;
+    fn input(&self, _: usize) -> &Operand<'_> {
+        self.a.operand()
     }
 }
 
 impl<S, A, B, C, F> BlockKernel<3> for Zip<'_, S, A, B, F>
 where
     S: Sink<C>,
-    A: Clone,
-    B: Clone,
+    A: Clone + Sync,
+    B: Clone + Sync,
     F: Fn(A, B) -> C + Sync,
 {
     #[inline(always)]
@@ -118,8 +156,24 @@ where
         // SAFETY: as the caller promised, for an output of `S` and inputs of `A` and `B`.
         unsafe {
             zip_block(p[0].cast::<S>(), a, b, blk, &|x, y| {
-                counted(written, (self.0)(x, y))
+                counted(written, (self.f)(x, y))
             })
+        }
+    }
+}
+
+impl<S, A, B, C, F> Elementwise<3> for Zip<'_, S, A, B, F>
+where
+    S: Sink<C>,
+    A: Clone + Sync,
+    B: Clone + Sync,
+    F: Fn(A, B) -> C + Sync,
+{
+    type Slot = S;
+    fn input(&self, k: usize) -> &Operand<'_> {
+        match k {
+            1 => self.a.operand(),
+            _ => self.b.operand(),
         }
     }
 }
@@ -127,26 +181,98 @@ where
 impl<S, A, B, C, R, F> BlockKernel<4> for Zip3<'_, S, A, B, C, F>
 where
     S: Sink<R>,
-    A: Clone,
-    B: Clone,
-    C: Clone,
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Clone + Sync,
     F: Fn(A, B, C) -> R + Sync,
 {
     #[inline(always)]
     unsafe fn block(&self, p: [*mut u8; 4], blk: Block<4>, written: &Cell<usize>) {
         let (a, b) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
         let c = p[3].cast_const().cast::<C>();
-        let f = |x, y, z| counted(written, (self.0)(x, y, z));
+        let f = |x, y, z| counted(written, (self.f)(x, y, z));
         // SAFETY: as the caller promised, for an output of `S` and inputs of `A`, `B`, `C`.
         unsafe { zip3_block(p[0].cast::<S>(), a, b, c, blk, &f) }
     }
 }
 
-impl<A: Clone, B: Clone, F: Fn(A, B) -> A + Sync> BlockKernel<2> for Update<'_, A, B, F> {
+impl<S, A, B, C, R, F> Elementwise<4> for Zip3<'_, S, A, B, C, F>
+where
+    S: Sink<R>,
+    A: Clone + Sync,
+    B: Clone + Sync,
+    C: Clone + Sync,
+    F: Fn(A, B, C) -> R + Sync,
+{
+    type Slot = S;
+    fn input(&self, k: usize) -> &Operand<'_> {
+        match k {
+            1 => self.a.operand(),
+            2 => self.b.operand(),
+            _ => self.c.operand(),
+        }
+    }
+}
+
+impl<'k, A, B, F> Update<'k, A, B, F> {
+    pub fn new(f: &'k F, b: &'k Src<'k, B>) -> Self {
+        Update {
+            f,
+            b,
+            _out: PhantomData,
+        }
+    }
+}
+
+impl<A: Clone + Sync, B: Clone + Sync, F: Fn(A, B) -> A + Sync> BlockKernel<2>
+    for Update<'_, A, B, F>
+{
     #[inline(always)]
     unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, _: &Cell<usize>) {
         // SAFETY: as the caller promised; the output, initialised, is read and written.
-        unsafe { update_block(p[0].cast::<A>(), p[1].cast_const().cast::<B>(), blk, self.0) }
+        unsafe { update_block(p[0].cast::<A>(), p[1].cast_const().cast::<B>(), blk, self.f) }
+    }
+}
+
+impl<A: Clone + Sync, B: Clone + Sync, F: Fn(A, B) -> A + Sync> Elementwise<2>
+    for Update<'_, A, B, F>
+{
+    type Slot = A;
+    fn input(&self, _: usize) -> &Operand<'_> {
+        self.b.operand()
+    }
+}
+
+impl<'k, S, A, F> Map<'k, S, A, F> {
+    pub fn new(f: &'k F, a: &'k Src<'k, A>) -> Self {
+        Map {
+            f,
+            a,
+            _out: PhantomData,
+        }
+    }
+}
+
+impl<'k, S, A, B, F> Zip<'k, S, A, B, F> {
+    pub fn new(f: &'k F, a: &'k Src<'k, A>, b: &'k Src<'k, B>) -> Self {
+        Zip {
+            f,
+            a,
+            b,
+            _out: PhantomData,
+        }
+    }
+}
+
+impl<'k, S, A, B, C, F> Zip3<'k, S, A, B, C, F> {
+    pub fn new(f: &'k F, a: &'k Src<'k, A>, b: &'k Src<'k, B>, c: &'k Src<'k, C>) -> Self {
+        Zip3 {
+            f,
+            a,
+            b,
+            c,
+            _out: PhantomData,
+        }
     }
 }
 
@@ -181,13 +307,11 @@ pub(crate) struct Block<const N: usize> {
 
 /// Where a unit-stride output run is split: at its first 32-byte boundary, so that the 256-bit
 /// stores of the vectorised loop after it never straddle two cache lines. malloc aligns to 16
-/// bytes only, and a straddling store costs ~1.5x in cache (64x64 f32 add: 0.54 us aligned,
-/// 0.76-0.98 us off by 16).
+/// bytes only, and a straddling store costs about half as much again in cache.
 const STORE_ALIGN: usize = 32;
 
 /// Shorter runs are not split: there the second loop start costs more than the straddling
-/// stores save (64x64 f32 `(M,N) + (M,1)`, runs of 64, split from 256 bytes: 0.88-1.7 us
-/// against 0.47-0.98 us whole, in alternating runs).
+/// stores save (`BENCHMARKS.md`: the split pays on long in-place runs, `+= (1,N)`).
 const SPLIT_MIN_BYTES: usize = 2048;
 
 /// The size of the elements `p` points to.

@@ -4,6 +4,8 @@ use std::ops::Range;
 
 use smallvec::{smallvec, SmallVec};
 
+use super::kernel::Block;
+
 /// Inline storage for the loop nest: no allocation up to this many dims.
 type Nest<T> = SmallVec<[T; 6]>;
 
@@ -19,36 +21,8 @@ pub(crate) struct Plan<const N: usize> {
     pub dims: Nest<usize>,
     /// For each merged dim, the stride (in elements) of each operand.
     pub strides: Nest<[isize; N]>,
-    /// Each operand's element offset of the plan's first element.
-    pub base: [isize; N],
     /// Total number of elements.
     pub len: usize,
-}
-
-/// The largest tile edge, in elements, of a transposing walk (see [`Plan::tiled`]).
-pub(super) const TILE: usize = 256;
-
-/// The smallest; an operand's stride across the inner loop must be as large. Below it no
-/// tiles are needed: the lines a block reads across its rows stay in cache from one run to
-/// the next, and the engine stages such an operand slab by slab either way.
-pub(super) const MIN_TILE: usize = 128;
-
-/// Whether an operand that moves by `along` in one loop and by `inner` in the inner loop is
-/// read across its rows there (a transpose worth a tile): unit stride along, at least
-/// [`MIN_TILE`] across.
-pub(super) fn reads_across(along: isize, inner: isize) -> bool {
-    along.unsigned_abs() == 1 && inner.unsigned_abs() >= MIN_TILE
-}
-
-/// Tile rows come in multiples of this (the staging slab), tile columns in multiples of
-/// [`COL_MULTIPLE`] (the register transposes' blocks).
-pub(super) const ROW_MULTIPLE: usize = 16;
-pub(super) const COL_MULTIPLE: usize = 8;
-
-/// The edge of the tiles along a dim of `n >= MIN_TILE` elements: `n` cut into as few pieces
-/// of at most [`TILE`] as possible, rounded down to `multiple`, so edge strips stay thin.
-fn tile_edge(n: usize, multiple: usize) -> usize {
-    n / n.div_ceil(TILE) / multiple * multiple
 }
 
 impl<const N: usize> Plan<N> {
@@ -84,100 +58,57 @@ impl<const N: usize> Plan<N> {
             return Plan {
                 dims: smallvec![0],
                 strides: smallvec![[0; N]],
-                base: [0; N],
                 len: 0,
             };
         }
-        let mut dims: Nest<usize> = SmallVec::new();
-        let mut merged: Nest<[isize; N]> = SmallVec::new();
-        for ax in axes {
-            let s: [isize; N] = std::array::from_fn(|k| strides[k][ax]);
-            let n = shape[ax];
-            if let (Some(outer_len), Some(outer)) = (dims.last_mut(), merged.last_mut()) {
-                if (0..N).all(|k| outer[k] == s[k] * n as isize) {
-                    *outer_len *= n;
-                    *outer = s;
-                    continue;
-                }
-            }
-            dims.push(n);
-            merged.push(s);
-        }
-        if dims.is_empty() {
-            dims.push(1);
-            merged.push([0; N]);
-        }
-        Plan {
-            dims,
-            strides: merged,
-            base: [0; N],
+        let mut plan = Plan {
+            dims: SmallVec::new(),
+            strides: SmallVec::new(),
             len,
+        };
+        merge(shape, &strides, axes.into_iter(), &mut plan);
+        if plan.dims.is_empty() {
+            plan.dims.push(1);
+            plan.strides.push([0; N]);
         }
+        plan
     }
 
-    /// The same walk cut into tiles (at most [`TILE`] square; their last two dims are a tile's
-    /// rows and columns) when an operand runs across the inner loop with a large stride but
-    /// along another loop with unit stride (a transpose): walking a tile reuses the cache lines
-    /// and pages such an operand touches. That other loop is moved next to the inner one (a
-    /// permutation of rank 3 or more can put it further out). Returns the tiled part and the
-    /// edge strips, or `None` when tiling does not apply. Elementwise results do not depend on
-    /// the order of the walk, so the tiled plans compute exactly what the plain one does.
-    pub fn tiled(&self) -> Option<Vec<Plan<N>>> {
-        let k = self.dims.len();
-        if k < 2 || self.dims[k - 1] < MIN_TILE {
+    /// The walk as one block when its dims merge into at most two: the planner's early exit
+    /// for small walks, allocation-free. It gives the block [`Plan::new`] would (operand 0
+    /// first) where the written operand's strides fall or rise monotonically; `None` otherwise,
+    /// and for an empty walk.
+    #[inline(always)]
+    pub fn block_of(shape: &[usize], strides: [&[isize]; N]) -> Option<Block<N>> {
+        let axes = || (0..shape.len()).filter(|&d| shape[d] != 1);
+        let (mut falls, mut rises, mut prev) = (true, true, None);
+        for d in axes() {
+            let s = strides[0][d].unsigned_abs();
+            if let Some(p) = prev {
+                (falls, rises) = (falls && p > s, rises && p < s);
+            }
+            prev = Some(s);
+        }
+        let mut two = Two::<N>::default();
+        let fits = match (falls, rises) {
+            (true, _) => merge(shape, &strides, axes(), &mut two),
+            (false, true) => merge(shape, &strides, axes().rev(), &mut two),
+            (false, false) => false,
+        };
+        if !fits || shape.contains(&0) {
             return None;
         }
-        let si = self.strides[k - 1];
-        let along = (0..k - 1).rev().find(|&d| {
-            self.dims[d] >= MIN_TILE && (0..N).any(|j| reads_across(self.strides[d][j], si[j]))
-        })?;
-        let (mut dims, mut strides) = (self.dims.clone(), self.strides.clone());
-        let n = dims.remove(along);
-        dims.insert(k - 2, n);
-        let s = strides.remove(along);
-        strides.insert(k - 2, s);
-
-        let (outer, inner) = (k - 2, k - 1);
-        let (rows, cols) = (dims[outer], dims[inner]);
-        let (so, si) = (strides[outer], strides[inner]);
-        let (tr, tc) = (tile_edge(rows, ROW_MULTIPLE), tile_edge(cols, COL_MULTIPLE));
-        let (r0, c0) = (rows / tr * tr, cols / tc * tc);
-        let head = &dims[..outer];
-        let head_strides = &strides[..outer];
-        let part = |dims: Nest<usize>, strides: Nest<[isize; N]>, shift: [isize; N]| Plan {
-            len: dims.iter().product(),
-            dims,
-            strides,
-            base: std::array::from_fn(|j| self.base[j] + shift[j]),
+        let [(rows, step), (n, inner)] = match two.used {
+            0 => [(1, [0; N]), (1, [0; N])],
+            1 => [(1, [0; N]), two.dims[0]],
+            _ => two.dims,
         };
-        let scaled = |s: [isize; N], by: usize| s.map(|x| x * by as isize);
-        let mut plans = vec![part(
-            head.iter()
-                .copied()
-                .chain([r0 / tr, c0 / tc, tr, tc])
-                .collect(),
-            head_strides
-                .iter()
-                .copied()
-                .chain([scaled(so, tr), scaled(si, tc), so, si])
-                .collect(),
-            [0; N],
-        )];
-        if c0 < cols {
-            plans.push(part(
-                head.iter().copied().chain([rows, cols - c0]).collect(),
-                head_strides.iter().copied().chain([so, si]).collect(),
-                scaled(si, c0),
-            ));
-        }
-        if r0 < rows {
-            plans.push(part(
-                head.iter().copied().chain([rows - r0, c0]).collect(),
-                head_strides.iter().copied().chain([so, si]).collect(),
-                scaled(so, r0),
-            ));
-        }
-        Some(plans)
+        Some(Block {
+            n,
+            inner,
+            rows,
+            step,
+        })
     }
 
     /// The strides of the innermost loop.
@@ -206,7 +137,7 @@ impl<const N: usize> Plan<N> {
         // Multi-index of the current run over the outer dims, and its offsets.
         let mut idx: Nest<usize> = smallvec![0; outer];
         let idx: &mut [usize] = &mut idx;
-        let mut base = self.base;
+        let mut base = [0isize; N];
         for d in (0..outer).rev() {
             idx[d] = row_no % dims[d];
             row_no /= dims[d];
@@ -264,6 +195,84 @@ impl<const N: usize> Plan<N> {
     }
 }
 
+/// Where [`merge`] puts the merged dims, outermost first.
+trait MergedDims<const N: usize> {
+    /// The innermost merged dim so far: its length and strides.
+    fn last_mut(&mut self) -> Option<(&mut usize, &mut [isize; N])>;
+    /// A new innermost dim; `false` when there is no room for it.
+    fn push(&mut self, n: usize, strides: [isize; N]) -> bool;
+}
+
+impl<const N: usize> MergedDims<N> for Plan<N> {
+    fn last_mut(&mut self) -> Option<(&mut usize, &mut [isize; N])> {
+        self.dims.last_mut().zip(self.strides.last_mut())
+    }
+    fn push(&mut self, n: usize, strides: [isize; N]) -> bool {
+        self.dims.push(n);
+        self.strides.push(strides);
+        true
+    }
+}
+
+/// At most two merged dims, on the stack: [`Plan::block_of`]'s.
+struct Two<const N: usize> {
+    dims: [(usize, [isize; N]); 2],
+    used: usize,
+}
+
+impl<const N: usize> Default for Two<N> {
+    fn default() -> Self {
+        Two {
+            dims: [(1, [0; N]); 2],
+            used: 0,
+        }
+    }
+}
+
+impl<const N: usize> MergedDims<N> for Two<N> {
+    #[inline(always)]
+    fn last_mut(&mut self) -> Option<(&mut usize, &mut [isize; N])> {
+        let (n, s) = self.dims[..self.used].last_mut()?;
+        Some((n, s))
+    }
+    #[inline(always)]
+    fn push(&mut self, n: usize, strides: [isize; N]) -> bool {
+        let Some(slot) = self.dims.get_mut(self.used) else {
+            return false;
+        };
+        *slot = (n, strides);
+        self.used += 1;
+        true
+    }
+}
+
+/// The planner's one merging routine: walks `axes` (dims longer than 1, outermost first) into
+/// `into`, a dim joining the one outside it when it is contiguous with it in every operand, so
+/// a contiguous array is one dim whatever its rank. `false` when `into` runs out of room.
+#[inline(always)]
+fn merge<const N: usize>(
+    shape: &[usize],
+    strides: &[&[isize]; N],
+    axes: impl Iterator<Item = usize>,
+    into: &mut impl MergedDims<N>,
+) -> bool {
+    for ax in axes {
+        let s: [isize; N] = std::array::from_fn(|k| strides[k][ax]);
+        let n = shape[ax];
+        if let Some((outer_len, outer)) = into.last_mut() {
+            if (0..N).all(|k| outer[k] == s[k] * n as isize) {
+                *outer_len *= n;
+                *outer = s;
+                continue;
+            }
+        }
+        if !into.push(n, s) {
+            return false;
+        }
+    }
+    true
+}
+
 /// The memory order (dims, outermost first) of a fresh output read by `inputs` (their strides
 /// at the output's `shape`), after NumPy's `order='K'`: a dim goes outside another when every
 /// input that tells the two apart has the larger stride on it; otherwise the logical order
@@ -290,7 +299,7 @@ pub(crate) fn output_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<
     if inputs.iter().all(|s| c_ordered(s)) || shape.contains(&0) {
         return None;
     }
-    sorted_order(shape, inputs)
+    memory_order(shape, inputs)
 }
 
 /// What an input's stride `s` along a dim of size `n` says about memory order: its size, or 0
@@ -304,9 +313,33 @@ fn order_stride(n: usize, s: isize) -> usize {
     }
 }
 
-/// [`output_order`] for inputs that are not all C-ordered: an insertion sort of the dims.
+/// Whether `strides` at `shape` lay the elements out densely, with positive strides, in
+/// `order` (outermost first; `None`: the logical order), so that element 0 is the lowest address
+/// and the elements follow one another in that order. Size-1 dims take any stride.
+#[inline(always)]
+pub(crate) fn dense_in(shape: &[usize], strides: &[isize], order: Option<&[usize]>) -> bool {
+    let rank = shape.len();
+    let mut step = 1isize;
+    for i in (0..rank).rev() {
+        let d = order.map_or(i, |o| o[i]);
+        if shape[d] != 1 {
+            if strides[d] != step {
+                return false;
+            }
+            // No overflow: the array holds the product of its dims.
+            step = step.wrapping_mul(shape[d] as isize);
+        }
+    }
+    true
+}
+
+/// The memory order (dims, outermost first) that the strides `inputs` (at `shape`) agree on:
+/// a dim goes outside another when every input that tells the two apart (both strides nonzero,
+/// both dims longer than 1) has the larger stride on it; otherwise the logical order stands.
+/// `None` when that is the logical order. The engine's one reading of strides as a memory
+/// order: fresh outputs follow it, and [`crate::layout::layout_of`] reads layouts with it.
 #[inline(never)]
-fn sorted_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<usize>> {
+pub(crate) fn memory_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<usize>> {
     let stride = |k: usize, ax: usize| order_stride(shape[ax], inputs[k][ax]);
     let mut order: Nest<usize> = SmallVec::new();
     for ax in 0..shape.len() {
@@ -387,21 +420,21 @@ mod tests {
         assert_eq!(seen, vec![(2, 2), (10, 4), (20, 3)]);
     }
 
-    /// Walks the tiles of a plan over `shape` for a standard-layout output and an input with
-    /// strides `input`, checking that every output element comes once, with its input element.
-    fn check_tiles(shape: &[usize], input: &[isize]) -> usize {
+    /// Walks a plan over `shape` for a standard-layout output and an input with strides
+    /// `input`, cut into `pieces` ranges as the parallel split cuts it, checking that every
+    /// output element comes once, with its input element.
+    fn check_walk(shape: &[usize], input: &[isize], pieces: usize) {
         let out: Vec<isize> = (0..shape.len())
             .map(|d| shape[d + 1..].iter().product::<usize>() as isize)
             .collect();
         let len: usize = shape.iter().product();
-        let tiles = Plan::<2>::new(shape, [&out, input], [0, 1])
-            .tiled()
-            .expect("a transpose tiles");
-        assert_eq!(tiles.iter().map(|t| t.len).sum::<usize>(), len);
+        let plan = Plan::<2>::new(shape, [&out, input], [0, 1]);
+        assert_eq!(plan.len, len);
         let mut seen = vec![0u8; len];
-        for t in &tiles {
-            let inner = t.inner_strides();
-            t.for_each_run(0..t.len, |o, n| {
+        let inner = plan.inner_strides();
+        for i in 0..pieces {
+            let range = crate::engine::parallel::share(len, pieces, 64, i);
+            plan.for_each_run(range, |o, n| {
                 for i in 0..n as isize {
                     let (at, read) = (o[0] + i * inner[0], o[1] + i * inner[1]);
                     let want: isize = (0..shape.len())
@@ -413,37 +446,64 @@ mod tests {
             });
         }
         assert!(seen.iter().all(|&c| c == 1));
-        tiles.len()
     }
 
     #[test]
-    fn tiles_cover_every_element_once() {
-        // A transpose with edges: out row-major, input column-major.
-        let (r, c) = (2 * TILE + 6, TILE + 13);
-        assert_eq!(check_tiles(&[r, c], &[1, r as isize]), 3);
-        // Rank 3, reversed axes: the input's unit-stride dim is the outermost one.
-        let (a, b, c) = (TILE + 4, 3, TILE + 14);
-        let reversed = [1, a as isize, (a * b) as isize];
-        assert_eq!(check_tiles(&[a, b, c], &reversed), 3);
-        // Dims that do not cut into whole tiles: tiles of at most TILE, edges thinner than
-        // a tile; the smallest dims that tile, in one tile or one tile and edges.
-        assert_eq!(check_tiles(&[300, 290], &[1, 300]), 3);
+    fn split_walks_cover_every_element_once() {
+        for pieces in [1, 2, 3, 7] {
+            check_walk(&[300, 290], &[1, 300], pieces);
+            check_walk(&[5, 3, 70], &[1, 5, 15], pieces);
+            check_walk(&[4, 1, 6], &[0, 0, 1], pieces);
+            check_walk(&[9, 13], &[13, 1], pieces);
+        }
+    }
+
+    /// A walk that merges into at most two dims is one block, the one the full plan walks:
+    /// rows of the inner dim, along the written operand's smaller stride.
+    #[test]
+    fn small_walks_are_one_block() {
+        let block = |shape: &[usize], strides: [&[isize]; 2]| {
+            let b = Plan::block_of(shape, strides)?;
+            let plan = Plan::new(shape, strides, [0, 1]);
+            assert_eq!(plan.len, b.n * b.rows);
+            assert_eq!(plan.inner_strides(), b.inner);
+            if b.rows > 1 {
+                assert_eq!((plan.dims[0], plan.strides[0]), (b.rows, b.step));
+            }
+            Some((b.n, b.rows, b.inner, b.step))
+        };
+        let b = block(&[64, 64], [&[64, 1], &[0, 1]]);
+        assert_eq!(b, Some((64, 64, [1, 1], [64, 0])));
+        // An F-ordered output runs down its columns; all F-ordered operands are one run.
+        let b = block(&[48, 40], [&[1, 48], &[1, 48]]);
+        assert_eq!(b, Some((48 * 40, 1, [1, 1], [0, 0])));
+        let b = block(&[48, 40], [&[1, 48], &[40, 1]]);
+        assert_eq!(b, Some((48, 40, [1, 40], [48, 1])));
+        // Size-1 dims take any stride; a scalar walk is one element.
         assert_eq!(
-            check_tiles(&[MIN_TILE, MIN_TILE], &[1, MIN_TILE as isize]),
-            1
+            block(&[3, 1, 4], [&[4, 99, 1], &[0, 5, 1]]),
+            Some((4, 3, [1, 1], [4, 0]))
         );
-        assert_eq!(check_tiles(&[MIN_TILE + 9, MIN_TILE + 3], &[1, 137]), 3);
-        assert_eq!(tile_edge(4096, ROW_MULTIPLE), TILE);
-        assert_eq!(tile_edge(300, ROW_MULTIPLE), 144);
-        assert_eq!(tile_edge(300, COL_MULTIPLE), 144);
-        assert_eq!(tile_edge(MIN_TILE + 9, COL_MULTIPLE), MIN_TILE + 8);
-        // Dims below MIN_TILE are not tiled (their blocks stage without tiles).
-        let small = Plan::<2>::new(&[MIN_TILE - 1, 200], [&[200, 1], &[1, 127]], [0, 1]);
-        assert!(small.tiled().is_none());
-        // No transpose, no tiles.
-        let standard = [c as isize, 1];
-        assert!(Plan::<2>::new(&[r, c], [&standard, &standard], [0, 1])
-            .tiled()
-            .is_none());
+        assert_eq!(block(&[], [&[], &[]]), Some((1, 1, [0, 0], [0, 0])));
+        // Three dims that do not merge, an output whose strides neither fall nor rise, and
+        // an empty walk: the full planner.
+        assert_eq!(block(&[2, 3, 4], [&[12, 4, 1], &[1, 20, 3]]), None);
+        assert_eq!(block(&[2, 3, 4], [&[4, 8, 1], &[4, 8, 1]]), None);
+        assert_eq!(block(&[0, 4], [&[4, 1], &[4, 1]]), None);
+    }
+
+    #[test]
+    fn density_follows_an_order() {
+        assert!(dense_in(&[3, 4], &[4, 1], None));
+        assert!(!dense_in(&[3, 4], &[1, 3], None));
+        assert!(dense_in(&[3, 4], &[1, 3], Some(&[1, 0])));
+        assert!(
+            dense_in(&[1, 4], &[99, 1], None),
+            "size-1 dims take any stride"
+        );
+        assert!(!dense_in(&[3, 4], &[8, 2], None));
+        assert!(!dense_in(&[3, 4], &[-4, 1], None));
+        assert!(dense_in(&[2, 3, 4], &[4, 8, 1], Some(&[1, 0, 2])));
+        assert!(dense_in(&[], &[], None));
     }
 }

@@ -8,7 +8,7 @@
 
 use std::any::TypeId;
 
-use super::plan::TILE;
+use super::stage::TILE;
 
 /// The element size of `T` when its values may be copied as raw bits (a primitive number,
 /// `bool`, or `half`'s `f16` and `bf16`: no padding, no drop, no interior mutability, aligned to
@@ -112,7 +112,7 @@ pub(super) unsafe fn transpose_tile(
 /// `stride` elements apart: 4- and 8-byte elements on a CPU with AVX2, when the offsets of the
 /// 8 (or 4) source rows a gather reads fit its 32-bit indices. The engine stages a transpose
 /// sliced with a step only then: copied one by one, staging gains little over reading it in
-/// place (64x64 f32 with a step of 2: 5.8-6.8x the contiguous add staged, 4.7-5.4x in place).
+/// place (`BENCHMARKS.md`).
 pub(super) fn gathers(size: usize, stride: isize) -> bool {
     #[cfg(target_arch = "x86_64")]
     if (size == 4 || size == 8) && std::arch::is_x86_feature_detected!("avx2") {
@@ -222,10 +222,8 @@ unsafe fn blocks<U: Copy>(
 }
 
 /// Register transposes of 1- and 2-byte elements with SSE2 (part of every x86_64 CPU): an 8x8
-/// block moves with eight 8- or 16-byte loads, three rounds of interleaves and eight stores.
-/// (A transposed add, over the contiguous add, element-by-element blocks -> these: u8 64x64
-/// 11x -> 3.1x, 512x512 15x -> 3.6x, 2048x2048 6x -> 2.5x; i16 8-8.8x -> 3.4x, 5.7-6.4x -> 2.5x,
-/// 4.1x -> 2.1-2.2x.)
+/// block moves with eight 8- or 16-byte loads, three rounds of interleaves and eight stores, a
+/// third to a quarter of the element-by-element copy's time (`BENCHMARKS.md`).
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
     use std::arch::x86_64::*;
@@ -420,8 +418,8 @@ mod avx {
 
 /// Gathers for stepped sources (chosen at run time, see [`gathers`]): each staged row of 8
 /// 4-byte or 4 8-byte elements, one from each of as many source rows, is one gather and one
-/// store; no shuffles. (A 512x512 f32 transpose sliced with a step of 2: 9.2-11.4x the
-/// contiguous add read in place, 3.8-4.1x gathered; 2048x2048 8.6-8.9x, 2.8-2.9x.)
+/// store; no shuffles: about a third of the time of reading such a source in place
+/// (`BENCHMARKS.md`).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::*;

@@ -1,5 +1,6 @@
-//! XLA's `Layout` mapped onto ndarray strides: views over buffers in any layout, relayout copies,
-//! the layout an array's strides express, and XLA's shape notation (`f32[2,3]{1,0}`).
+//! XLA's `Layout` mapped onto ndarray strides: the layout an array's strides express
+//! ([`layout_of`]), views over buffers in any layout and relayout copies ([`view`],
+//! [`to_buffer`], ...), and XLA's shape notation (`f32[2,3]{1,0}`, [`Shape`]).
 //!
 //! An XLA layout lists the dims from fastest- to slowest-varying (`minor_to_major`); the older
 //! form may pad each dim to a larger extent (`padded_dimensions`), the extra elements holding a
@@ -18,15 +19,18 @@
 //! assert_eq!(layout::to_buffer(&a, &Layout::col_major(2)).unwrap(), buffer);
 //! ```
 
-use std::fmt;
-use std::str::FromStr;
+mod buffer;
+mod text;
 
-use ndarray::{
-    Array, ArrayRef, ArrayView, ArrayViewMut, Dimension, IxDyn, ShapeBuilder, StrideShape,
-};
+use std::fmt;
+
+use ndarray::{ArrayRef, Dimension, IxDyn, ShapeBuilder, StrideShape};
+
+pub use buffer::{from_buffer, to_buffer, view, view_mut};
+pub use text::{ElementType, Shape};
 
 use crate::element::XlaOrd;
-use crate::engine::{self, Src};
+use crate::engine;
 use crate::error::{BroadcastError, Result};
 use crate::shape::checked_size_for;
 
@@ -384,150 +388,6 @@ impl fmt::Display for Layout {
     }
 }
 
-/// A zero-copy view of `buffer`, an array of `dims` in `layout` (padding skipped).
-///
-/// # Errors
-/// A layout that does not fit `dims`, or a buffer shorter than
-/// [`Layout::buffer_len`].
-///
-/// ```
-/// use ndarray::array;
-/// use xla_bcast::layout::{self, Layout, PaddingValue};
-///
-/// // a d 0 b e 0 c f 0 0 0 0 0 0 0: 2x3 in {0,1} padded to 3x5.
-/// let buf = [1, 4, 0, 2, 5, 0, 3, 6, 0, 0, 0, 0, 0, 0, 0];
-/// let l = Layout::col_major(2).with_padding(vec![3, 5], PaddingValue::Zero);
-/// let a = layout::view(&buf, &[2, 3], &l).unwrap();
-/// assert_eq!(a, array![[1, 2, 3], [4, 5, 6]].into_dyn());
-/// ```
-pub fn view<'a, A>(
-    buffer: &'a [A],
-    dims: &[usize],
-    layout: &Layout,
-) -> Result<ArrayView<'a, A, IxDyn>> {
-    let (shape, used) = layout.stride_shape("view", dims, buffer.len())?;
-    ArrayView::from_shape(shape, &buffer[..used])
-        .map_err(|e| layout.error("view", dims, format!("ndarray refused the strides: {e}")))
-}
-
-/// A zero-copy mutable view of `buffer`, an array of `dims` in `layout` (padding skipped).
-///
-/// ```
-/// use xla_bcast::layout::{self, Layout};
-///
-/// let mut buf = [0; 6];
-/// layout::view_mut(&mut buf, &[2, 3], &Layout::col_major(2)).unwrap()[[0, 1]] = 7;
-/// assert_eq!(buf, [0, 0, 7, 0, 0, 0]);
-/// ```
-pub fn view_mut<'a, A>(
-    buffer: &'a mut [A],
-    dims: &[usize],
-    layout: &Layout,
-) -> Result<ArrayViewMut<'a, A, IxDyn>> {
-    let (shape, used) = layout.stride_shape("view_mut", dims, buffer.len())?;
-    ArrayViewMut::from_shape(shape, &mut buffer[..used]).map_err(|e| {
-        layout.error(
-            "view_mut",
-            dims,
-            format!("ndarray refused the strides: {e}"),
-        )
-    })
-}
-
-/// A relayout copy: `array` (any ndarray array or view, any strides) written into a new buffer
-/// in `layout`, padding filled with the layout's padding value. Large copies run in parallel.
-///
-/// ```
-/// use ndarray::array;
-/// use xla_bcast::layout::{self, Layout, PaddingValue};
-///
-/// let a = array![[1, 2, 3], [4, 5, 6]];
-/// assert_eq!(layout::to_buffer(&a, &Layout::row_major(2)).unwrap(), vec![1, 2, 3, 4, 5, 6]);
-/// assert_eq!(layout::to_buffer(&a, &Layout::col_major(2)).unwrap(), vec![1, 4, 2, 5, 3, 6]);
-/// let l = Layout::row_major(2).with_padding(vec![2, 4], PaddingValue::Highest);
-/// assert_eq!(layout::to_buffer(&a, &l).unwrap(), vec![1, 2, 3, i32::MAX, 4, 5, 6, i32::MAX]);
-/// ```
-pub fn to_buffer<A: XlaOrd, D: Dimension>(
-    array: &ArrayRef<A, D>,
-    layout: &Layout,
-) -> Result<Vec<A>> {
-    let dims = array.shape();
-    let len = layout.buffer_len_for("to_buffer", dims)?;
-    let (shape, used) = layout.stride_shape("to_buffer", dims, len)?;
-    let mut buffer: Vec<A> =
-        engine::with_capacity(len).ok_or_else(|| BroadcastError::Allocation {
-            op: "to_buffer",
-            shape: Box::new([len]),
-            bytes: len.checked_mul(std::mem::size_of::<A>()),
-        })?;
-    let slots = &mut buffer.spare_capacity_mut()[..len];
-    let padded = layout.padded_dimensions.is_some() && len != array.len();
-    if padded {
-        let pad = layout.padding_value.value::<A>();
-        for s in slots.iter_mut() {
-            s.write(pad);
-        }
-    }
-    let mut out = ArrayViewMut::from_shape(shape, &mut slots[..used]).map_err(|e| {
-        layout.error(
-            "to_buffer",
-            dims,
-            format!("ndarray refused the strides: {e}"),
-        )
-    })?;
-    engine::map(&mut out, &Src::of(array), &|x: A| x);
-    // SAFETY: without padding the layout's strides map the array's elements one-to-one onto
-    // 0..len, all written by the engine pass; with padding every slot was written first.
-    unsafe { buffer.set_len(len) };
-    Ok(buffer)
-}
-
-/// An owned copy, in ndarray's standard (row-major) layout, of `buffer` holding an array of
-/// `dims` in `layout`.
-///
-/// ```
-/// use ndarray::array;
-/// use xla_bcast::layout::{self, Layout};
-///
-/// let a = layout::from_buffer(&[1, 4, 2, 5, 3, 6], &[2, 3], &Layout::col_major(2)).unwrap();
-/// assert_eq!(a, array![[1, 2, 3], [4, 5, 6]].into_dyn());
-/// assert!(a.is_standard_layout());
-/// ```
-pub fn from_buffer<A: Clone + Send + Sync>(
-    buffer: &[A],
-    dims: &[usize],
-    layout: &Layout,
-) -> Result<Array<A, IxDyn>> {
-    let v = view(buffer, dims, layout).map_err(|e| rename(e, "from_buffer"))?;
-    // Standard layout whatever the buffer's, as documented: no inputs to follow.
-    engine::collect_map("from_buffer", IxDyn(dims), &Src::of(&v), &|x: A| x, true)
-}
-
-fn rename(e: BroadcastError, op: &'static str) -> BroadcastError {
-    match e {
-        BroadcastError::Layout {
-            layout,
-            dims,
-            reason,
-            ..
-        } => BroadcastError::Layout {
-            op,
-            layout,
-            dims,
-            reason,
-        },
-        BroadcastError::BufferTooShort {
-            dims, needed, got, ..
-        } => BroadcastError::BufferTooShort {
-            op,
-            dims,
-            needed,
-            got,
-        },
-        other => other,
-    }
-}
-
 /// The layout (padding included) that `array`'s strides express, or `None` when they express
 /// none: a broadcast (stride 0) or reversed (negative stride) dim, a stepped innermost dim, or
 /// overlapping dims.
@@ -566,8 +426,21 @@ pub fn layout_of<A, D: Dimension>(array: &ArrayRef<A, D>) -> Option<Layout> {
     if (0..dims.len()).any(|d| eff[d] <= 0) {
         return None;
     }
-    let mut order: Vec<usize> = (0..dims.len()).collect();
-    order.sort_by_key(|&d| (eff[d], dims[d] != 1, std::cmp::Reverse(d)));
+    // The dims longer than 1 in the engine's memory order; each size-1 dim then goes just
+    // inside the dims of larger or equal stride (after earlier size-1 dims of that stride).
+    let mut outer_first: Vec<usize> = match engine::memory_order(dims, &[&eff]) {
+        Some(order) => order.to_vec(),
+        None => (0..dims.len()).collect(),
+    };
+    outer_first.retain(|&d| dims[d] != 1);
+    for d in (0..dims.len()).filter(|&d| dims[d] == 1) {
+        let at = outer_first
+            .iter()
+            .position(|&o| eff[o] < eff[d])
+            .unwrap_or(outer_first.len());
+        outer_first.insert(at, d);
+    }
+    let order: Vec<usize> = outer_first.into_iter().rev().collect();
     let mut extents = dims.to_vec();
     let mut expected = 1isize;
     for (k, &d) in order.iter().enumerate() {
@@ -590,188 +463,4 @@ pub fn layout_of<A, D: Dimension>(array: &ArrayRef<A, D>) -> Option<Layout> {
     } else {
         layout.with_padding(extents, PaddingValue::Zero)
     })
-}
-
-/// An XLA primitive element type, as written in XLA's shape notation.
-///
-/// ```
-/// use xla_bcast::layout::{ElementType, Shape};
-/// let s: Shape = "bf16[4]".parse().unwrap();
-/// assert_eq!(s.element_type, ElementType::Bf16);
-/// assert_eq!(ElementType::Pred.to_string(), "pred");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
-pub enum ElementType {
-    Pred,
-    S8,
-    S16,
-    S32,
-    S64,
-    U8,
-    U16,
-    U32,
-    U64,
-    F16,
-    Bf16,
-    F32,
-    F64,
-}
-
-const ELEMENT_NAMES: [(ElementType, &str); 13] = [
-    (ElementType::Pred, "pred"),
-    (ElementType::S8, "s8"),
-    (ElementType::S16, "s16"),
-    (ElementType::S32, "s32"),
-    (ElementType::S64, "s64"),
-    (ElementType::U8, "u8"),
-    (ElementType::U16, "u16"),
-    (ElementType::U32, "u32"),
-    (ElementType::U64, "u64"),
-    (ElementType::F16, "f16"),
-    (ElementType::Bf16, "bf16"),
-    (ElementType::F32, "f32"),
-    (ElementType::F64, "f64"),
-];
-
-impl fmt::Display for ElementType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = ELEMENT_NAMES
-            .iter()
-            .find(|(t, _)| t == self)
-            .map(|(_, n)| *n);
-        f.write_str(name.unwrap_or("?"))
-    }
-}
-
-/// An XLA shape: element type, dims and optionally a layout, with XLA's text form both ways.
-///
-/// ```
-/// use xla_bcast::layout::{ElementType, Layout, Shape};
-///
-/// let s: Shape = "f32[2,3]{1,0}".parse().unwrap();
-/// assert_eq!(s.element_type, ElementType::F32);
-/// assert_eq!(s.dims, vec![2, 3]);
-/// assert_eq!(s.layout, Some(Layout::row_major(2)));
-/// assert_eq!(s.to_string(), "f32[2,3]{1,0}");
-/// assert_eq!("pred[]".parse::<Shape>().unwrap().dims, Vec::<usize>::new());
-/// assert!("f32[2,3]{0,0}".parse::<Shape>().is_err());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Shape {
-    /// The element type.
-    pub element_type: ElementType,
-    /// The dims.
-    pub dims: Vec<usize>,
-    /// The layout, if given.
-    pub layout: Option<Layout>,
-}
-
-impl Shape {
-    /// The number of dims larger than 1 (XLA's "true rank").
-    ///
-    /// ```
-    /// use xla_bcast::layout::Shape;
-    /// assert_eq!("f32[1,5,1,3]".parse::<Shape>().unwrap().true_rank(), 2);
-    /// ```
-    pub fn true_rank(&self) -> usize {
-        self.dims.iter().filter(|&&d| d > 1).count()
-    }
-}
-
-impl fmt::Display for Shape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let dims: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
-        write!(f, "{}[{}]", self.element_type, dims.join(","))?;
-        match &self.layout {
-            Some(l) => write!(f, "{l}"),
-            None => Ok(()),
-        }
-    }
-}
-
-fn parse_list(text: &str, list: &str) -> Result<Vec<usize>> {
-    if list.trim().is_empty() {
-        return Ok(vec![]);
-    }
-    list.split(',')
-        .map(|n| {
-            n.trim()
-                .parse::<usize>()
-                .map_err(|_| BroadcastError::ParseShape {
-                    text: text.to_string(),
-                    reason: format!("{n:?} is not a dim"),
-                })
-        })
-        .collect()
-}
-
-impl FromStr for Shape {
-    type Err = BroadcastError;
-
-    fn from_str(text: &str) -> Result<Self> {
-        let fail = |reason: &str| BroadcastError::ParseShape {
-            text: text.to_string(),
-            reason: reason.to_string(),
-        };
-        let t = text.trim();
-        let open = t.find('[').ok_or_else(|| fail("expected `type[dims]`"))?;
-        let close = t.find(']').ok_or_else(|| fail("missing `]`"))?;
-        if close < open {
-            return Err(fail("`]` before `[`"));
-        }
-        let name = &t[..open];
-        let element_type = ELEMENT_NAMES
-            .iter()
-            .find(|(_, n)| *n == name)
-            .map(|(e, _)| *e)
-            .ok_or_else(|| fail("unknown element type"))?;
-        let dims = parse_list(text, &t[open + 1..close])?;
-        let rest = t[close + 1..].trim();
-        let layout = if rest.is_empty() {
-            None
-        } else {
-            let body = rest
-                .strip_prefix('{')
-                .and_then(|r| r.strip_suffix('}'))
-                .ok_or_else(|| fail("a layout is written `{minor,...,major}`"))?;
-            let (m2m, pad) = match body.split_once(':') {
-                None => (body, None),
-                Some((m, p)) => (m, Some(p)),
-            };
-            let mut layout =
-                Layout::new(parse_list(text, m2m)?).map_err(|e| fail(&e.to_string()))?;
-            if let Some(p) = pad {
-                let p = p
-                    .trim()
-                    .strip_prefix("pad(")
-                    .ok_or_else(|| fail("padding is written `pad(n,...)=value`"))?;
-                let (extents, value) = p
-                    .split_once(")=")
-                    .ok_or_else(|| fail("padding is written `pad(n,...)=value`"))?;
-                let value = [
-                    PaddingValue::Zero,
-                    PaddingValue::One,
-                    PaddingValue::Lowest,
-                    PaddingValue::Highest,
-                ]
-                .into_iter()
-                .find(|v| v.name() == value.trim())
-                .ok_or_else(|| fail("padding value must be zero, one, lowest or highest"))?;
-                layout = layout.with_padding(parse_list(text, extents)?, value);
-            }
-            if layout.rank() != dims.len() {
-                return Err(fail("the layout's rank differs from the number of dims"));
-            }
-            layout
-                .extents("parse", &dims)
-                .map_err(|e| fail(&e.to_string()))?;
-            Some(layout)
-        };
-        Ok(Shape {
-            element_type,
-            dims,
-            layout,
-        })
-    }
 }

@@ -1,0 +1,263 @@
+//! Staging: an input read across the rows of a block (a transpose) is copied, a slab of rows
+//! at a time, transposed into a per-thread buffer ([`transpose`]), so the kernel reads it with
+//! unit stride. Only plain element types are staged (their values are their bits).
+
+use super::fresh::{call_logged, FreshLog};
+use super::kernel::{Block, BlockKernel};
+use super::operand::Operand;
+use super::transpose;
+
+/// The most columns of a block staged at a time: a slab of [`SLAB`] rows of this many elements
+/// of every staged operand fits L1 beside the kernel's other streams.
+pub(super) const TILE: usize = 256;
+
+/// The operands a block stages ([`run_staged`]): inputs of plain values read across the
+/// block's rows (a stride of at least 8 along them) with a step of 1 or -1 down them, or another
+/// step where the stepped copy gathers ([`transpose::gathers`]), in a block at least 8 by 8.
+fn staged<const N: usize>(block: &Block<N>, operands: [&Operand<'_>; N]) -> [bool; N] {
+    let big = block.rows >= 8 && block.n >= 8;
+    std::array::from_fn(|k| {
+        let (step, inner, size) = (block.step[k], block.inner[k], operands[k].size);
+        k > 0
+            && big
+            && operands[k].plain
+            && inner.unsigned_abs() >= 8
+            && (step.unsigned_abs() == 1 || (step != 0 && transpose::gathers(size, inner)))
+    })
+}
+
+/// Runs one block: straight through the kernel, or slab by slab through [`run_staged`] when
+/// it stages operands.
+///
+/// # Safety
+/// Every element the block addresses from `ptrs` is an element of its operand, the written
+/// ones distinct and touched by this thread only.
+#[inline(always)]
+pub(super) unsafe fn run_block<const N: usize>(
+    ptrs: [*mut u8; N],
+    block: Block<N>,
+    operands: [&Operand<'_>; N],
+    kernel: &impl BlockKernel<N>,
+    log: Option<&FreshLog>,
+) {
+    let staged = &staged(&block, operands);
+    if !staged.contains(&true) {
+        // SAFETY: as the caller promised.
+        return unsafe { call_logged(kernel, ptrs, block, log) };
+    }
+    let ran = with_parts(operands, staged, |parts| {
+        // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts`.
+        unsafe { run_staged(ptrs, block, operands, staged, parts, kernel, log) }
+    });
+    if ran.is_none() {
+        // No room to stage: the same block read in place.
+        // SAFETY: as the caller promised.
+        unsafe { call_logged(kernel, ptrs, block, log) }
+    }
+}
+
+/// Runs `f` with this thread's staging buffer cut into one part per operand: room for a slab
+/// of each operand with `staged[k]` (in whole cache lines), none for the others; `None`, having
+/// run nothing, when the buffer cannot grow to that.
+fn with_parts<const N: usize, R>(
+    operands: [&Operand<'_>; N],
+    staged: &[bool; N],
+    f: impl FnOnce([*mut Line; N]) -> R,
+) -> Option<R> {
+    let lines: [usize; N] = std::array::from_fn(|k| match staged[k] {
+        true => (SLAB * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(64),
+        false => 0,
+    });
+    with_staging(lines.iter().sum(), |buffer| {
+        let mut parts: [*mut Line; N] = [std::ptr::null_mut(); N];
+        let mut at = 0;
+        for k in 0..N {
+            // SAFETY: the buffer holds the sum of the parts' lines.
+            parts[k] = unsafe { buffer.as_mut_ptr().add(at) };
+            at += lines[k];
+        }
+        f(parts)
+    })
+}
+
+/// Rows of a block staged at a time: 16 rows of 4-byte elements are one cache line of each
+/// source row, and a slab of every staged operand fits L1 with the kernel's other streams.
+const SLAB: usize = 16;
+const _: () = assert!(SLAB % 8 == 0);
+
+/// A cache line of the staging buffer: each part starts on a line, and so does every staged
+/// row at the padded pitch (whole lines), so wide accesses to them do not straddle two lines.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
+/// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page
+/// faults: at most a slab of a tile's width per staged operand, per thread. `None`, having run
+/// nothing, when the buffer cannot be allocated (the caller then reads in place: slower, never
+/// an abort).
+fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> {
+    thread_local! {
+        static STAGING: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let grown = |buffer: &mut Vec<Line>| {
+        let more = lines.saturating_sub(buffer.len());
+        buffer.try_reserve_exact(more).ok()?;
+        // Within the capacity: no reallocation.
+        buffer.resize(buffer.len().max(lines), Line([0; 64]));
+        Some(())
+    };
+    STAGING.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => {
+            grown(&mut buffer)?;
+            Some(f(&mut buffer[..lines]))
+        }
+        // Never nested in practice; a fresh buffer keeps it correct if it were.
+        Err(_) => {
+            let mut buffer = Vec::new();
+            grown(&mut buffer)?;
+            Some(f(&mut buffer))
+        }
+    })
+}
+
+/// Runs `block` (operand `k` at `ptrs[k]`) [`SLAB`] rows and at most [`TILE`] columns
+/// at a time, each operand with `staged[k]` first copied, transposed, into `parts[k]`, so the
+/// kernel reads it with unit stride. A slab's staged rows stay in L1 from the transpose to the
+/// kernel. When every other operand is contiguous across a slab's rows (or broadcast), the
+/// staged rows are packed too and the slab goes to the kernel as one long run: short rows
+/// would each pay for the vector loop's start and end.
+///
+/// # Safety
+/// Every element the block addresses is an element of its operand (the written ones distinct
+/// and this thread's); an operand with `staged[k]` is plain with a nonzero `block.step[k]`,
+/// and `parts[k]` is this thread's, room for [`SLAB`] rows at the staging pitch of its elements.
+unsafe fn run_staged<const N: usize>(
+    ptrs: [*mut u8; N],
+    block: Block<N>,
+    operands: [&Operand<'_>; N],
+    staged: &[bool; N],
+    parts: [*mut Line; N],
+    kernel: &impl BlockKernel<N>,
+    log: Option<&FreshLog>,
+) {
+    for first in (0..block.rows).step_by(SLAB) {
+        for c0 in (0..block.n).step_by(TILE) {
+            let [rows, n] = [SLAB.min(block.rows - first), TILE.min(block.n - c0)];
+            let packed = (0..N).all(|k| staged[k] || block.step[k] == n as isize * block.inner[k]);
+            let mut piece = match packed {
+                true => Block {
+                    n: rows * n,
+                    rows: 1,
+                    ..block
+                },
+                false => Block { n, rows, ..block },
+            };
+            let mut at: [*mut u8; N] = std::array::from_fn(|k| {
+                let off = first as isize * block.step[k] + c0 as isize * block.inner[k];
+                // SAFETY: row `first` and column `c0` are in the block, so this is an element
+                // of operand `k`, as the caller promised of the block.
+                unsafe { ptrs[k].offset(off * operands[k].size as isize) }
+            });
+            for k in (0..N).filter(|&k| staged[k]) {
+                let size = operands[k].size;
+                let pitch = if packed { n } else { transpose::pitch(size) };
+                let buffer = parts[k].cast::<u8>();
+                // A source read backwards along the rows (step -1, e.g. a transpose flipped: a
+                // rot90) is read forwards from its last row and written upwards from the
+                // buffer's last row, so the staged rows come out in order either way (and go
+                // through the register transposes); other steps are gathered as they come.
+                let (src, step, dst, p) = match block.step[k] {
+                    // SAFETY: with a step of -1, row `rows - 1` of the piece is `rows - 1`
+                    // elements before `at[k]`, an element of the block; the buffer holds SLAB
+                    // rows of `pitch` elements, and `rows <= SLAB`.
+                    -1 => unsafe {
+                        (
+                            at[k].sub((rows - 1) * size),
+                            1,
+                            buffer.add((rows - 1) * pitch * size),
+                            -(pitch as isize),
+                        )
+                    },
+                    step => (at[k], step, buffer, pitch as isize),
+                };
+                // SAFETY: the piece's elements of operand `k` are at
+                // `at[k] + c * inner[k] + r * step[k]` (r < rows, c < n), all inside its array,
+                // so `src + c * inner[k] + r * step` is too (for a step of -1, `src` is the
+                // last row's); the buffer holds SLAB rows of its elements at the staging pitch
+                // (n is at most that), and `dst` is the first row written of the `rows` the copy
+                // fills; its elements are aligned (plain sizes are at most 8) and the buffer is
+                // this thread's own.
+                unsafe {
+                    transpose::transpose_tile(src, block.inner[k], step, dst, p, size, [rows, n])
+                };
+                at[k] = buffer;
+                piece.inner[k] = 1;
+                piece.step[k] = pitch as isize;
+            }
+            // SAFETY: the piece addresses elements of the block (the staged ones in this
+            // thread's buffer, now in order), as the caller promised of the block.
+            unsafe { call_logged(kernel, at, piece, log) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::operand::Src;
+    use ndarray::{arr1, Array1};
+
+    /// Blocks stage an input of plain values read across their rows from 8x8, with a step of
+    /// 1 or -1 down them, or another step where the copy gathers; never the output, never a
+    /// broadcast or a type that is not plain bits.
+    #[test]
+    fn which_operands_stage() {
+        let x = arr1(&[0f32]);
+        let (out, input) = (Src::of(&x), Src::of(&x));
+        let mut o = Array1::<f32>::zeros(1);
+        let out_op = Operand::output(&mut o);
+        let plain = [&out_op, input.operand(), out.operand()];
+        let block = |n: usize, step: isize, inner: isize| Block {
+            n,
+            inner: [1, inner, 1],
+            rows: n,
+            step: [n as isize, step, n as isize],
+        };
+        let gathers = transpose::gathers(4, 64);
+        for (n, step, inner, want) in [
+            (8, 1, 8, true),
+            (64, 1, 64, true),
+            (7, 1, 7, false),
+            (64, -1, 64, true),
+            (64, 2, 64, gathers),
+            (64, -3, 64, gathers),
+            (64, 0, 64, false),
+            (64, 1, 4, false),
+            (64, 1, 1 << 30, true),
+            (64, 2, 1 << 30, false),
+        ] {
+            let got = staged(&block(n, step, inner), plain);
+            assert_eq!(
+                got,
+                [false, want, false],
+                "{n}x{n}, step {step}, stride {inner}"
+            );
+        }
+        let names = arr1(&[String::new()]);
+        let text = Src::of(&names);
+        let got = staged(&block(64, 1, 64), [&out_op, text.operand(), out.operand()]);
+        assert_eq!(got, [false; 3]);
+    }
+
+    /// A staging buffer that cannot be allocated is refused (the block is then read in place),
+    /// never an abort; one that can is this thread's, kept for the next call.
+    #[test]
+    fn staging_buffers_are_fallible() {
+        assert!(with_staging(usize::MAX / 64, |_| ()).is_none());
+        let first = with_staging(4, |b| (b.len(), b.as_ptr() as usize)).unwrap();
+        let again = with_staging(2, |b| (b.len(), b.as_ptr() as usize)).unwrap();
+        assert_eq!((first.0, again.0), (4, 2));
+        assert_eq!(first.1, again.1, "the buffer is kept");
+    }
+}
