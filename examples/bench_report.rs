@@ -34,6 +34,9 @@ fn sample(f: &mut dyn FnMut()) -> f64 {
     t.elapsed().as_secs_f64() * 1e6 / batch as f64
 }
 
+/// A named system of a case: a call to time.
+type System<'a> = (&'static str, Box<dyn FnMut() + 'a>);
+
 /// A system's samples: their median and 90th percentile.
 struct Stats {
     median: f64,
@@ -41,7 +44,7 @@ struct Stats {
 }
 
 /// Samples every system of a case in `rounds` interleaved rounds.
-fn measure(rounds: usize, systems: &mut [(&str, Box<dyn FnMut() + '_>)]) -> Vec<Stats> {
+fn measure(rounds: usize, systems: &mut [System<'_>]) -> Vec<Stats> {
     let n = systems.len();
     let mut samples = vec![Vec::with_capacity(rounds); n];
     for round in 0..rounds {
@@ -67,7 +70,7 @@ fn measure(rounds: usize, systems: &mut [(&str, Box<dyn FnMut() + '_>)]) -> Vec<
 
 /// Prints a case: xla_bcast's systems first (named `xla_bcast...`), then every other system as
 /// a baseline with the ratio of the first xla_bcast system's median to its median.
-fn report(case: &str, rounds: usize, mut systems: Vec<(&str, Box<dyn FnMut() + '_>)>) {
+fn report(case: &str, rounds: usize, mut systems: Vec<System<'_>>) {
     let stats = measure(rounds, &mut systems);
     let ours = stats[0].median;
     for ((name, _), s) in systems.iter().zip(&stats) {
