@@ -23,7 +23,7 @@
 use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
-use crate::engine::{self, Map, Src, Zip, Zip3};
+use crate::engine::{self, Fresh, Map, Src, Zip, Zip3};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_shape, clamp_shape, iota, select_shape, Dims, ShapeArg};
 use crate::strict::{Strict, StrictView};
@@ -271,7 +271,12 @@ where
 {
     let mut shape = Dims::new();
     let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
-    engine::collect(op, out_dim(op, l.shape())?, &Zip::new(&f, &l, &r))
+    engine::collect(
+        op,
+        out_dim(op, l.shape())?,
+        &Zip::new(&f, &l, &r),
+        Fresh::FollowInputs,
+    )
 }
 
 /// `f` over every element into a fresh array of the same shape and dimension type.
@@ -285,7 +290,12 @@ where
     C: Send,
     D: Dimension,
 {
-    engine::collect(op, a.raw_dim(), &Map::new(&f, &Src::of(a)))
+    engine::collect(
+        op,
+        a.raw_dim(),
+        &Map::new(&f, &Src::of(a)),
+        Fresh::FollowInputs,
+    )
 }
 
 /// The binary op family's one implementation: into a caller's array.
@@ -806,11 +816,8 @@ impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {
         let mut shape = Dims::new();
         let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
         let x = Src::of(self);
-        engine::collect(
-            "clamp",
-            self.raw_dim(),
-            &Zip3::new(&A::xla_clamp, &x, &lo, &hi),
-        )
+        let kernel = Zip3::new(&A::xla_clamp, &x, &lo, &hi);
+        engine::collect("clamp", self.raw_dim(), &kernel, Fresh::FollowInputs)
     }
 
     fn clamp_bcast_into<E1: Dimension, E2: Dimension, O: Dimension>(
@@ -922,7 +929,8 @@ impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
         let mut shape = Vec::new();
         let (p, t, f) = select_inputs(self, on_true, on_false, &mut shape)?;
         let dim = out_dim("select", p.shape())?;
-        engine::collect("select", dim, &Zip3::new(&choose, &p, &t, &f))
+        let kernel = Zip3::new(&choose, &p, &t, &f);
+        engine::collect("select", dim, &kernel, Fresh::FollowInputs)
     }
 
     fn select_bcast_into<T, E1, E2, O>(

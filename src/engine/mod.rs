@@ -39,56 +39,52 @@ pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Plan};
 pub(crate) use reduce::{reduce, Fold};
 
-/// `kernel` into a fresh array of shape `dim` (the shape its inputs are seen at), laid out in
-/// the memory order its inputs share ([`plan::output_order`]: NumPy's `order='K'`); an error
-/// when it cannot be allocated. If the element function panics, the elements written so far
-/// are dropped ([`fresh::fill`]).
+/// How a fresh result is laid out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fresh {
+    /// In the memory order its inputs share ([`plan::output_order`]: NumPy's `order='K'`).
+    FollowInputs,
+    /// In standard layout, whatever its inputs' order.
+    Standard,
+}
+
+/// `kernel` into a fresh array of shape `dim` (the shape its inputs are seen at), laid out as
+/// `layout` says; an error when it cannot be allocated. If the element function panics, the
+/// elements written so far are dropped ([`fresh::fill`]).
 #[inline(always)]
 pub(crate) fn collect<C, D, K, const N: usize>(
     op: &'static str,
     dim: D,
     kernel: &K,
+    layout: Fresh,
 ) -> Result<Array<C, D>>
 where
     D: Dimension,
     K: Elementwise<N, Slot = MaybeUninit<C>>,
 {
-    collect_in(op, dim, kernel, true)
-}
-
-/// [`collect`] into a result in standard layout, whatever its inputs' order.
-pub(crate) fn collect_standard<C, D, K, const N: usize>(
-    op: &'static str,
-    dim: D,
-    kernel: &K,
-) -> Result<Array<C, D>>
-where
-    D: Dimension,
-    K: Elementwise<N, Slot = MaybeUninit<C>>,
-{
-    collect_in(op, dim, kernel, false)
-}
-
-#[inline(always)]
-fn collect_in<C, D, K, const N: usize>(
-    op: &'static str,
-    dim: D,
-    kernel: &K,
-    follow: bool,
-) -> Result<Array<C, D>>
-where
-    D: Dimension,
-    K: Elementwise<N, Slot = MaybeUninit<C>>,
-{
+    let follow = layout == Fresh::FollowInputs;
     // Slot 0 (the output's) is unused here.
     let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
-    let mut strides: [&[isize]; N] = [&[]; N];
-    for k in 1..N {
-        strides[k] = &inputs[k].strides;
-    }
-    let order = match follow {
-        true => output_order(dim.slice(), &strides[1..]),
-        false => None,
+    // Whether every input is dense in `order` (a memory order of the output), or one element
+    // read for every index.
+    let dense = |order: Option<&[usize]>| {
+        inputs[1..]
+            .iter()
+            .all(|o| o.is_scalar() || dense_in(o.shape, &o.strides, order))
+    };
+    // Inputs dense in the standard layout, the common case, need no sort.
+    let (order, dense) = match (dense(None), follow) {
+        (true, _) => (None, true),
+        (false, true) => {
+            let mut strides: [&[isize]; N] = [&[]; N];
+            for k in 1..N {
+                strides[k] = &inputs[k].strides;
+            }
+            let order = output_order(dim.slice(), &strides[1..]);
+            let dense = order.is_some() && dense(order.as_deref());
+            (order, dense)
+        }
+        (false, false) => (None, false),
     };
     let out = alloc::uninit::<C, D>(op, dim, order.as_deref())?;
     let len = out.len();
@@ -99,11 +95,7 @@ where
     // A small result whose inputs each are dense in its memory order, or one element read for
     // every index, is one run: no plan (most small ops of numeric code, where the fixed cost
     // is most of the cost).
-    let one_run = len > 0
-        && parallel::is_small(len, width)
-        && inputs[1..]
-            .iter()
-            .all(|o| o.is_scalar() || dense_in(o.shape, &o.strides, order.as_deref()));
+    let one_run = len > 0 && dense && parallel::is_small(len, width);
     let fill = |o: &mut ArrayRef<MaybeUninit<C>, D>, log: Option<&FreshLog>| {
         if one_run {
             let block = Block {

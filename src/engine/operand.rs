@@ -133,6 +133,13 @@ impl<'a, T> Src<'a, T> {
         a: &'a ArrayRef<T, D>,
         out_shape: &'a [usize],
     ) -> Result<Self> {
+        if a.shape() == out_shape {
+            return Ok(Src::new(Operand::input(
+                a.as_ptr(),
+                out_shape,
+                StridesAt::Own(a.strides()),
+            )));
+        }
         let fits = a.ndim() == out_shape.len()
             && a.shape()
                 .iter()
@@ -140,13 +147,6 @@ impl<'a, T> Src<'a, T> {
                 .all(|(&n, &m)| n == m || n == 1);
         if !fits {
             return Err(refused(op, a.shape(), out_shape));
-        }
-        if a.shape() == out_shape {
-            return Ok(Src::new(Operand::input(
-                a.as_ptr(),
-                out_shape,
-                StridesAt::Own(a.strides()),
-            )));
         }
         let mut strides = SmallVec::from_slice(a.strides());
         for ((s, &n), &m) in strides.iter_mut().zip(a.shape()).zip(out_shape) {

@@ -4,7 +4,7 @@ use ndarray::{Array, ArrayRef, ArrayView, ArrayViewMut, Dimension, IxDyn};
 
 use super::Layout;
 use crate::element::XlaOrd;
-use crate::engine::{self, Map, Src};
+use crate::engine::{self, Fresh, Map, Src};
 use crate::error::{BroadcastError, Result};
 
 /// A zero-copy view of `buffer`, an array of `dims` in `layout` (padding skipped).
@@ -124,7 +124,8 @@ pub fn from_buffer<A: Clone + Send + Sync>(
     let v = view(buffer, dims, layout).map_err(|e| rename(e, "from_buffer"))?;
     // Standard layout whatever the buffer's, as documented: no inputs to follow.
     let v = Src::of(&v);
-    engine::collect_standard("from_buffer", IxDyn(dims), &Map::new(&|x: A| x, &v))
+    let copy = Map::new(&|x: A| x, &v);
+    engine::collect("from_buffer", IxDyn(dims), &copy, Fresh::Standard)
 }
 
 fn rename(e: BroadcastError, op: &'static str) -> BroadcastError {
