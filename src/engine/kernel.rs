@@ -9,10 +9,17 @@ use std::slice;
 
 use super::operand::{Operand, Src};
 
-/// The element loops of one operation over a [`Block`] of `N` operands, operand 0 written.
-/// The engine walks blocks and hands each to [`call`]; the kernel dereferences the pointers,
-/// so its one method is `unsafe`.
+/// One elementwise operation over `N` operands as the engine walks it: its inputs (operands
+/// `1..N`, seen at the output shape; operand 0 is the output, of elements `Slot`) and its
+/// element loops over a [`Block`]. The engine walks blocks and hands each to [`call`]; the
+/// kernel dereferences the pointers, so that method is `unsafe`.
 pub(crate) trait BlockKernel<const N: usize>: Sync {
+    /// The output's elements: a fresh slot (`MaybeUninit<C>`) or an element to overwrite.
+    type Slot;
+
+    /// Input `k` (`1 <= k < N`), seen at the output shape.
+    fn input(&self, k: usize) -> &Operand<'_>;
+
     /// Runs `blk` from `ptrs`, adding to `written` each output element it writes, in the block's
     /// order (row by row), when the output's elements need dropping (so that a panic in the
     /// element function can drop exactly those of a fresh output).
@@ -86,16 +93,6 @@ fn counted<R>(written: &Cell<usize>, v: R) -> R {
     v
 }
 
-/// An elementwise operation over `N` operands, as the engine walks it: its block kernel and its
-/// inputs (operands `1..N`, each seen at the output shape); operand 0 is the output, of
-/// elements `Slot`.
-pub(crate) trait Elementwise<const N: usize>: BlockKernel<N> {
-    /// The output's elements: a fresh slot (`MaybeUninit<C>`) or an element to overwrite.
-    type Slot;
-    /// Operand `k`, `1 <= k < N`.
-    fn input(&self, k: usize) -> &Operand<'_>;
-}
-
 /// `out[i] = f(a[i])` ([`map_block`]): output slots `S`, input `A`.
 pub(crate) struct Map<'k, S, A, F> {
     f: &'k F,
@@ -128,6 +125,11 @@ pub(crate) struct Update<'k, A, B, F> {
 }
 
 impl<S: Sink<C>, A: Clone + Sync, C, F: Fn(A) -> C + Sync> BlockKernel<2> for Map<'_, S, A, F> {
+    type Slot = S;
+    fn input(&self, _: usize) -> &Operand<'_> {
+        self.a.operand()
+    }
+
     #[inline(always)]
     unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, written: &Cell<usize>) {
         let (o, a) = (p[0].cast::<S>(), p[1].cast_const().cast::<A>());
@@ -136,33 +138,7 @@ impl<S: Sink<C>, A: Clone + Sync, C, F: Fn(A) -> C + Sync> BlockKernel<2> for Ma
     }
 }
 
-impl<S: Sink<C>, A: Clone + Sync, C, F: Fn(A) -> C + Sync> Elementwise<2> for Map<'_, S, A, F> {
-    type Slot = S;
-    fn input(&self, _: usize) -> &Operand<'_> {
-        self.a.operand()
-    }
-}
-
 impl<S, A, B, C, F> BlockKernel<3> for Zip<'_, S, A, B, F>
-where
-    S: Sink<C>,
-    A: Clone + Sync,
-    B: Clone + Sync,
-    F: Fn(A, B) -> C + Sync,
-{
-    #[inline(always)]
-    unsafe fn block(&self, p: [*mut u8; 3], blk: Block<3>, written: &Cell<usize>) {
-        let (a, b) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
-        // SAFETY: as the caller promised, for an output of `S` and inputs of `A` and `B`.
-        unsafe {
-            zip_block(p[0].cast::<S>(), a, b, blk, &|x, y| {
-                counted(written, (self.f)(x, y))
-            })
-        }
-    }
-}
-
-impl<S, A, B, C, F> Elementwise<3> for Zip<'_, S, A, B, F>
 where
     S: Sink<C>,
     A: Clone + Sync,
@@ -176,27 +152,20 @@ where
             _ => self.b.operand(),
         }
     }
-}
 
-impl<S, A, B, C, R, F> BlockKernel<4> for Zip3<'_, S, A, B, C, F>
-where
-    S: Sink<R>,
-    A: Clone + Sync,
-    B: Clone + Sync,
-    C: Clone + Sync,
-    F: Fn(A, B, C) -> R + Sync,
-{
     #[inline(always)]
-    unsafe fn block(&self, p: [*mut u8; 4], blk: Block<4>, written: &Cell<usize>) {
+    unsafe fn block(&self, p: [*mut u8; 3], blk: Block<3>, written: &Cell<usize>) {
         let (a, b) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
-        let c = p[3].cast_const().cast::<C>();
-        let f = |x, y, z| counted(written, (self.f)(x, y, z));
-        // SAFETY: as the caller promised, for an output of `S` and inputs of `A`, `B`, `C`.
-        unsafe { zip3_block(p[0].cast::<S>(), a, b, c, blk, &f) }
+        // SAFETY: as the caller promised, for an output of `S` and inputs of `A` and `B`.
+        unsafe {
+            zip_block(p[0].cast::<S>(), a, b, blk, &|x, y| {
+                counted(written, (self.f)(x, y))
+            })
+        }
     }
 }
 
-impl<S, A, B, C, R, F> Elementwise<4> for Zip3<'_, S, A, B, C, F>
+impl<S, A, B, C, R, F> BlockKernel<4> for Zip3<'_, S, A, B, C, F>
 where
     S: Sink<R>,
     A: Clone + Sync,
@@ -211,6 +180,15 @@ where
             2 => self.b.operand(),
             _ => self.c.operand(),
         }
+    }
+
+    #[inline(always)]
+    unsafe fn block(&self, p: [*mut u8; 4], blk: Block<4>, written: &Cell<usize>) {
+        let (a, b) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
+        let c = p[3].cast_const().cast::<C>();
+        let f = |x, y, z| counted(written, (self.f)(x, y, z));
+        // SAFETY: as the caller promised, for an output of `S` and inputs of `A`, `B`, `C`.
+        unsafe { zip3_block(p[0].cast::<S>(), a, b, c, blk, &f) }
     }
 }
 
@@ -227,19 +205,15 @@ impl<'k, A, B, F> Update<'k, A, B, F> {
 impl<A: Clone + Sync, B: Clone + Sync, F: Fn(A, B) -> A + Sync> BlockKernel<2>
     for Update<'_, A, B, F>
 {
+    type Slot = A;
+    fn input(&self, _: usize) -> &Operand<'_> {
+        self.b.operand()
+    }
+
     #[inline(always)]
     unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, _: &Cell<usize>) {
         // SAFETY: as the caller promised; the output, initialised, is read and written.
         unsafe { update_block(p[0].cast::<A>(), p[1].cast_const().cast::<B>(), blk, self.f) }
-    }
-}
-
-impl<A: Clone + Sync, B: Clone + Sync, F: Fn(A, B) -> A + Sync> Elementwise<2>
-    for Update<'_, A, B, F>
-{
-    type Slot = A;
-    fn input(&self, _: usize) -> &Operand<'_> {
-        self.b.operand()
     }
 }
 

@@ -33,7 +33,7 @@ use crate::error::Result;
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 use kernel::Block;
-pub(crate) use kernel::{Elementwise, FoldOrder, Map, Update, Zip, Zip3};
+pub(crate) use kernel::{BlockKernel, FoldOrder, Map, Update, Zip, Zip3};
 pub(crate) use operand::{Operand, Src};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Plan};
@@ -60,7 +60,7 @@ pub(crate) fn collect<C, D, K, const N: usize>(
 ) -> Result<Array<C, D>>
 where
     D: Dimension,
-    K: Elementwise<N, Slot = MaybeUninit<C>>,
+    K: BlockKernel<N, Slot = MaybeUninit<C>>,
 {
     let follow = layout == Fresh::FollowInputs;
     // Slot 0 (the output's) is unused here.
@@ -131,7 +131,7 @@ pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K
 where
     S: Send,
     D: Dimension,
-    K: Elementwise<N, Slot = S>,
+    K: BlockKernel<N, Slot = S>,
 {
     // SAFETY: `out` is a live array, unique (borrowed mutably), so no input overlaps it.
     unsafe { walk(Operand::output(out), kernel, None) }
@@ -157,7 +157,7 @@ pub(crate) fn assign<A, B, D>(
 /// # Safety
 /// `out` addresses, at every index of its shape, a distinct slot of the kernel's output type
 /// that nothing else touches during the walk; the inputs are seen at that shape.
-unsafe fn walk<K: Elementwise<N>, const N: usize>(
+unsafe fn walk<K: BlockKernel<N>, const N: usize>(
     out: Operand<'_>,
     kernel: &K,
     log: Option<&FreshLog>,
