@@ -25,7 +25,7 @@ use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::{self, Fresh, Map, Src, Zip, Zip3};
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_shape, clamp_shape, iota, select_shape, Dims, ShapeArg};
+use crate::shape::{binary_shape, clamp_shape, higher, iota, select_shape, Dims, ShapeArg};
 use crate::strict::{Strict, StrictView};
 use crate::view::broadcast_in_dim_view;
 
@@ -190,8 +190,7 @@ fn operands<'o, A, B, D: Dimension, E: Dimension>(
     // Unless the higher-rank operand broadcasts, its own shape is the output's: seen at it,
     // nothing freshly written is read back on the hot path of small ops.
     let shape: &'o [usize] = match grown {
-        false if lhs.ndim() >= rhs.ndim() => lhs.shape(),
-        false => rhs.shape(),
+        false => higher(lhs.shape(), rhs.shape()),
         true => out,
     };
     Ok((place(op, lhs, shape, dims)?, place(op, rhs, shape, dims)?))
@@ -338,12 +337,7 @@ where
 {
     let mut shape = Dims::new();
     if !binary_shape(op, lhs.shape(), rhs.shape(), dims, &mut shape)? {
-        let high = if lhs.ndim() >= rhs.ndim() {
-            lhs.shape()
-        } else {
-            rhs.shape()
-        };
-        shape = Dims::from_slice(high);
+        shape = Dims::from_slice(higher(lhs.shape(), rhs.shape()));
     }
     check_out(op, &shape, lhs.shape())?;
     engine::assign(lhs, &place(op, rhs, &shape, dims)?, &f);

@@ -210,7 +210,7 @@ pub(crate) fn binary_plan(
 ) -> Result<BinaryPlan> {
     let mut out = Dims::new();
     if !binary_shape(op, lhs, rhs, dims, &mut out)? {
-        out = Dims::from_slice(if lhs.len() >= rhs.len() { lhs } else { rhs });
+        out = Dims::from_slice(higher(lhs, rhs));
     }
     // Shapes given as numbers, not arrays': their size may not fit.
     checked_size_for(op, &out)?;
@@ -223,6 +223,17 @@ pub(crate) fn binary_plan(
         rhs_dims: place(rhs.len()),
         out,
     })
+}
+
+/// The higher-rank of two shapes (`lhs` at equal ranks): the output shape of XLA's binary rule
+/// when [`binary_shape`] returns `Ok(false)`.
+#[inline(always)]
+pub(crate) fn higher<'a>(lhs: &'a [usize], rhs: &'a [usize]) -> &'a [usize] {
+    if lhs.len() >= rhs.len() {
+        lhs
+    } else {
+        rhs
+    }
 }
 
 /// XLA's binary rule ([`binary_op_shape`]) for operands whose shapes are arrays' (so their own
