@@ -88,14 +88,14 @@ where
     };
     let out = alloc::uninit::<C, D>(op, dim, order.as_deref())?;
     let len = out.len();
-    let width = inputs
+    let traffic = inputs[1..]
         .iter()
-        .map(|o| o.size)
-        .fold(size_of::<C>(), usize::max);
+        .map(|o| o.traffic(len))
+        .fold(len.saturating_mul(size_of::<C>()), usize::saturating_add);
     // A small result whose inputs each are dense in its memory order, or one element read for
     // every index, is one run: no plan (most small ops of numeric code, where the fixed cost
     // is most of the cost).
-    let one_run = len > 0 && dense && parallel::is_small(len, width);
+    let one_run = len > 0 && dense && parallel::is_small(traffic);
     let fill = |o: &mut ArrayRef<MaybeUninit<C>, D>, log: Option<&FreshLog>| {
         if one_run {
             let block = Block {
@@ -171,8 +171,11 @@ unsafe fn walk<K: BlockKernel<N>, const N: usize>(
     }
     let strides = operands.map(|o| &o.strides[..]);
     let len = out.shape.iter().product();
-    let width = operands.iter().map(|o| o.size).max().unwrap_or(1);
-    let pieces = parallel::pieces(len, width);
+    let traffic = operands
+        .iter()
+        .map(|o| o.traffic(len))
+        .fold(0, usize::saturating_add);
+    let pieces = parallel::pieces(traffic);
     let at = |offs: [isize; N]| -> [*mut u8; N] {
         // SAFETY: the plan's offsets address elements of each operand.
         std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) })

@@ -103,6 +103,21 @@ impl<'a> Operand<'a> {
     pub fn is_scalar(&self) -> bool {
         self.strides.iter().all(|&s| s == 0)
     }
+
+    /// The bytes a walk of `len` elements streams through this operand: all of them, or none
+    /// for a broadcast one (stride 0 on a dim longer than 1), whose repeats hit the cache.
+    pub fn traffic(&self, len: usize) -> usize {
+        let repeats = self
+            .strides
+            .iter()
+            .zip(self.shape)
+            .any(|(&s, &n)| s == 0 && n > 1);
+        if repeats {
+            0
+        } else {
+            len.saturating_mul(self.size)
+        }
+    }
 }
 
 /// An input of elements `T`, seen at an output shape: built only from a borrowed array by

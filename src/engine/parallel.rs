@@ -1,5 +1,6 @@
-//! Explicit, controllable parallelism: serial below a size threshold, Rayon above it, and a
-//! global setting or a per-call override to force serial execution or cap the threads.
+//! Explicit, controllable parallelism: serial below a size threshold; above it the calling
+//! thread works and Rayon pool threads join while work remains; a global setting or a per-call
+//! override forces serial execution or caps the threads.
 
 use std::cell::Cell;
 use std::sync::RwLock;
@@ -24,7 +25,9 @@ use std::sync::RwLock;
 pub enum Parallelism {
     /// Always run on the calling thread.
     Serial,
-    /// Split large operations over the current Rayon pool (the default).
+    /// Let the current Rayon pool's threads help with large operations (the default): the
+    /// calling thread starts the work, and a pool thread that is free joins it, so a busy pool
+    /// costs a large operation one task hand-off, never a wait.
     #[default]
     Auto,
     /// Split large operations over at most this many threads of the current Rayon pool;
@@ -38,15 +41,18 @@ pub enum Parallelism {
     Threads(usize),
 }
 
-/// Operations smaller than this many bytes (elements times the widest element type among the
-/// operands) run serially: below it Rayon's hand-off costs more than the second core gives
-/// back (on two cores a 256x256 f32 add is faster serial, a 362x362 one split). Bytes, not
-/// elements, decide, since the time is in moving them.
+/// Operations that stream fewer bytes than this (the output and each input read in full; a
+/// broadcast input's repeats hit the cache) run on the calling thread without offering work to
+/// the pool. Above it, whether a pool thread helps is decided at run time by whether one is
+/// free before the work is done (see [`Parallelism`]); the threshold only keeps the cost of
+/// the offer, one task hand-off (about 0.4 us on a 2-core VM), under a tenth of the work, and
+/// leaves alone the sizes where a helper, which takes 3-5 us to arrive there, seldom arrives in
+/// time to pay for it (a 256x256 f32 add of a row, 512 KiB, was 10% slower offered).
 ///
 /// ```
-/// assert_eq!(xla_bcast::PARALLEL_THRESHOLD_BYTES, 512 << 10);
+/// assert_eq!(xla_bcast::PARALLEL_THRESHOLD_BYTES, 768 << 10);
 /// ```
-pub const PARALLEL_THRESHOLD_BYTES: usize = 512 << 10;
+pub const PARALLEL_THRESHOLD_BYTES: usize = 768 << 10;
 
 // A lock, not an atomic code: every `Threads(n)` reads back exactly as it was set, and it is
 // read once per operation large enough to split, where a read costs nothing against the work.
@@ -104,16 +110,14 @@ pub fn with_parallelism<R>(p: Parallelism, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Whether an operation of `len` elements, the widest `width` bytes, stays serial whatever
-/// the setting.
-pub(crate) fn is_small(len: usize, width: usize) -> bool {
-    len.saturating_mul(width) < PARALLEL_THRESHOLD_BYTES
+/// Whether an operation that streams `bytes` stays serial whatever the setting.
+pub(crate) fn is_small(bytes: usize) -> bool {
+    bytes < PARALLEL_THRESHOLD_BYTES
 }
 
-/// How many pieces to split an operation of `len` elements, the widest `width` bytes, into
-/// (1 = serial).
-pub(crate) fn pieces(len: usize, width: usize) -> usize {
-    if is_small(len, width) {
+/// How many threads may share an operation that streams `bytes` (1 = serial).
+pub(crate) fn pieces(bytes: usize) -> usize {
+    if is_small(bytes) {
         return 1;
     }
     let available = available_threads();
@@ -135,9 +139,10 @@ fn available_threads() -> usize {
     1
 }
 
-/// Runs `work(range)` over `0..len` split into `pieces` contiguous ranges, in parallel when
-/// `pieces > 1`. Inner range boundaries are multiples of `align` (the engine passes 64 elements,
-/// so no two threads write the same cache line of a contiguous output).
+/// Runs `work(range)` over `0..len` cut into contiguous ranges, on this thread and on up to
+/// `pieces - 1` pool threads that arrive while ranges remain. Inner range boundaries are
+/// multiples of `align` (the engine passes 64 elements, so no two threads write the same cache
+/// line of a contiguous output).
 pub(crate) fn split(
     len: usize,
     pieces: usize,
@@ -148,8 +153,14 @@ pub(crate) fn split(
         work(0..len);
         return;
     }
-    for_each_index(pieces, pieces, &|i| work(share(len, pieces, align, i)));
+    // Several ranges per thread: a helper that arrives late still finds work, and the caller
+    // waits at most one range for a helper's last.
+    let ranges = (pieces * RANGES_PER_THREAD).min(len.div_ceil(align.max(1)));
+    for_each_index(ranges, pieces, &|i| work(share(len, ranges, align, i)));
 }
+
+/// Ranges per thread of a split.
+const RANGES_PER_THREAD: usize = 8;
 
 /// Piece `i` of `0..len` cut into `pieces` contiguous ranges whose inner boundaries are
 /// multiples of `align` (as [`split`] cuts it).
@@ -164,17 +175,115 @@ pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::o
     bound(i)..bound(i + 1)
 }
 
-/// Runs `work(i)` for each `i` in `0..n`, spread over at most `pieces` threads.
+/// Runs `work(i)` for each `i` in `0..n`: on this thread, and on up to `pieces - 1` pool
+/// threads that arrive while indices remain.
+///
+/// The caller never waits for a helper to start (Rayon's `join` from outside the pool parks
+/// the caller until two pool threads wake, tens of microseconds on a VM, more than a 1 MiB op
+/// takes): it claims indices itself, and a helper that comes late, or not at all because its
+/// core is busy, finds none left. So whether an operation runs in parallel is decided by the
+/// measured fact of a free core, and a fork costs about one task hand-off when none is.
 pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + Sync)) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let claim = || loop {
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if i >= n {
+            return;
+        }
+        work(i);
+    };
+    let helpers = pieces.min(n).saturating_sub(1);
     #[cfg(feature = "rayon")]
-    if pieces > 1 {
-        use rayon::prelude::*;
-        let per = n.div_ceil(pieces);
-        (0..n).into_par_iter().with_min_len(per).for_each(work);
-        return;
+    if helpers > 0 {
+        return help::with_helpers(helpers, &claim);
     }
-    let _ = pieces;
-    (0..n).for_each(work);
+    let _ = helpers;
+    claim();
+}
+
+/// Pool threads that join a loop the calling thread runs, while it runs.
+#[cfg(feature = "rayon")]
+mod help {
+    use std::any::Any;
+    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// What the caller and its helpers share; it outlives the call (a helper may start after
+    /// the caller has returned).
+    struct Shared {
+        /// Bit 0: closed (the caller is done, late helpers must not start); the rest: twice the
+        /// number of helpers inside the loop.
+        state: AtomicUsize,
+        /// A helper's panic, resumed on the caller.
+        panic: Mutex<Option<Box<dyn Any + Send>>>,
+    }
+
+    const CLOSED: usize = 1;
+    const HELPER: usize = 2;
+
+    /// The loop, its lifetime erased so that a `'static` pool task can hold it.
+    struct Task(&'static (dyn Fn() + Sync));
+
+    /// Runs `claim` (a loop that claims work until none is left) here and on up to `helpers`
+    /// pool threads, and returns once every thread that entered it has left; a panic in any of
+    /// them is resumed here after that.
+    pub(super) fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync)) {
+        let shared = Arc::new(Shared {
+            state: AtomicUsize::new(0),
+            panic: Mutex::new(None),
+        });
+        // SAFETY: only the lifetime is erased. A helper calls the loop only after entering
+        // while the state is open, and the caller neither returns nor unwinds past `Close`
+        // until it has closed the state and every helper that entered has left.
+        let task: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(claim) };
+        for _ in 0..helpers {
+            let shared = Arc::clone(&shared);
+            let task = Task(task);
+            rayon::spawn(move || {
+                let task = task;
+                let entered = shared.state.fetch_add(HELPER, Ordering::Acquire) & CLOSED == 0;
+                if entered {
+                    if let Err(p) = catch_unwind(AssertUnwindSafe(task.0)) {
+                        *shared.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+                    }
+                }
+                // Release: the helper's writes happen before the caller sees it leave.
+                shared.state.fetch_sub(HELPER, Ordering::Release);
+            });
+        }
+        /// Closes the state and waits for the helpers inside, also while a panic unwinds.
+        struct Close<'s>(&'s Shared);
+        impl Drop for Close<'_> {
+            fn drop(&mut self) {
+                let mut spins = 0u32;
+                let mut state = self.0.state.fetch_or(CLOSED, Ordering::Acquire);
+                while state >= HELPER {
+                    // A helper is finishing its last index: spin briefly, then yield the core
+                    // (it may be waiting for this one on a loaded machine).
+                    if spins < 1 << 12 {
+                        std::hint::spin_loop();
+                        spins += 1;
+                    } else {
+                        std::thread::yield_now();
+                    }
+                    state = self.0.state.load(Ordering::Acquire);
+                }
+            }
+        }
+        {
+            let _close = Close(&shared);
+            claim();
+        }
+        let panic = shared
+            .panic
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(p) = panic {
+            resume_unwind(p);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -183,18 +292,120 @@ mod tests {
 
     #[test]
     fn the_threshold_counts_bytes() {
-        // 512 KiB: 131,072 f32 or 65,536 f64 elements are the first to split.
-        assert!(is_small(131_071, 4) && !is_small(131_072, 4));
-        assert!(is_small(65_535, 8) && !is_small(65_536, 8));
-        assert!(is_small(usize::MAX, 0), "zero-sized elements move no bytes");
-        assert!(!is_small(usize::MAX, 2), "saturates instead of wrapping");
-        assert_eq!(with_parallelism(Parallelism::Auto, || pieces(1000, 8)), 1);
-        let big = with_parallelism(Parallelism::Threads(2), || pieces(1 << 20, 4));
+        assert!(is_small((768 << 10) - 1) && !is_small(768 << 10));
+        assert_eq!(with_parallelism(Parallelism::Auto, || pieces(8000)), 1);
+        let big = with_parallelism(Parallelism::Threads(2), || pieces(4 << 20));
         assert_eq!(big, available_threads().min(2));
-        let one = with_parallelism(Parallelism::Threads(1), || pieces(1 << 20, 4));
+        let one = with_parallelism(Parallelism::Threads(1), || pieces(4 << 20));
         assert_eq!(one, 1);
-        let uncapped = with_parallelism(Parallelism::Threads(0), || pieces(1 << 20, 4));
+        let uncapped = with_parallelism(Parallelism::Threads(0), || pieces(4 << 20));
         assert_eq!(uncapped, available_threads());
+    }
+
+    /// Every index runs once, whatever the split, on the caller alone or with helpers.
+    #[test]
+    fn each_index_runs_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        for n in [0, 1, 2, 3, 17, 100] {
+            for pieces in [1, 2, 3, 8] {
+                let seen: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                for_each_index(n, pieces, &|i| {
+                    seen[i].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+            }
+        }
+        for (len, pieces, align) in [(1000, 2, 64), (63, 2, 64), (10_000, 3, 1), (5, 8, 1)] {
+            let seen: Vec<AtomicUsize> = (0..len).map(|_| AtomicUsize::new(0)).collect();
+            split(len, pieces, align, &|r| {
+                assert!(r.start % align == 0 || r.start == len);
+                for i in r {
+                    seen[i].fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    /// A free pool thread joins a long loop; a busy pool leaves the whole loop to the caller,
+    /// which returns without waiting for it.
+    #[cfg(feature = "rayon")]
+    #[test]
+    fn helpers_join_when_free_and_never_hold_up_the_caller() {
+        use std::sync::{mpsc, Mutex};
+        use std::thread::{self, ThreadId};
+        use std::time::Duration;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let threads_of = |busy: bool| {
+            pool.install(|| {
+                let (release, wait) = mpsc::channel::<()>();
+                let (started, on_start) = mpsc::channel::<()>();
+                if busy {
+                    // Occupy the pool's other thread until the loop is over.
+                    let wait = Mutex::new(wait);
+                    rayon::spawn(move || {
+                        started.send(()).unwrap();
+                        let _ = wait.lock().unwrap().recv();
+                    });
+                    on_start.recv().unwrap();
+                }
+                let ran: Mutex<Vec<ThreadId>> = Mutex::new(vec![]);
+                for_each_index(16, 2, &|_| {
+                    thread::sleep(Duration::from_millis(2));
+                    ran.lock().unwrap().push(thread::current().id());
+                });
+                drop(release);
+                let ran = ran.into_inner().unwrap();
+                assert_eq!(ran.len(), 16);
+                ran.iter().filter(|&&t| t != thread::current().id()).count()
+            })
+        };
+        assert_eq!(threads_of(true), 0, "a busy pool thread took indices");
+        assert!(threads_of(false) > 0, "a free pool thread never joined");
+    }
+
+    /// A panic on a helper or on the caller reaches the caller, after every helper has left
+    /// the loop (it borrows the caller's stack).
+    #[cfg(feature = "rayon")]
+    #[test]
+    fn panics_reach_the_caller_after_the_helpers_leave() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::thread;
+        use std::time::Duration;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for on_caller in [false, true] {
+            let inside = AtomicUsize::new(0);
+            let helped = AtomicUsize::new(0);
+            let result = pool.install(|| {
+                let caller = thread::current().id();
+                catch_unwind(AssertUnwindSafe(|| {
+                    for_each_index(64, 2, &|i| {
+                        inside.fetch_add(1, Ordering::SeqCst);
+                        thread::sleep(Duration::from_millis(1));
+                        let here = thread::current().id() == caller;
+                        helped.fetch_add(usize::from(!here), Ordering::SeqCst);
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        if i >= 8 && here == on_caller {
+                            panic!("element function panicked");
+                        }
+                    })
+                }))
+            });
+            let panicked = on_caller || helped.load(Ordering::SeqCst) > 0;
+            assert_eq!(result.is_err(), panicked, "a panic was lost or made up");
+            assert_eq!(
+                inside.load(Ordering::SeqCst),
+                0,
+                "a helper outlived the call"
+            );
+        }
     }
 
     /// Each setting reads back as it was set, the global one and the per-call one.

@@ -79,8 +79,8 @@ where
         })
     }
     let folds_outer = plan.strides[0][0] == 0 && rows > 1;
-    let width = std::mem::size_of::<A>();
-    let serial = parallel::is_small(plan.len, width) || !folds_outer;
+    let traffic = plan.len.saturating_mul(std::mem::size_of::<A>());
+    let serial = parallel::is_small(traffic) || !folds_outer;
     // The outer dim folds in parallel: private accumulators per block, each folding a contiguous
     // range of the outer dim, combined in block order. All are allocated before `acc` is
     // touched, so a refusal leaves it as it was.
@@ -100,11 +100,7 @@ where
     if serial {
         // Each thread takes whole outer indices, which own distinct accumulator elements (or
         // the outer dim folds and the work stays on one thread).
-        let pieces = if folds_outer {
-            1
-        } else {
-            pieces(plan.len, width)
-        };
+        let pieces = if folds_outer { 1 } else { pieces(traffic) };
         split(rows, pieces, 1, &|r| {
             let range = r.start * row_len..r.end * row_len;
             // SAFETY: the plan is over `src` and `acc` (borrowed mutably: unique); each thread
@@ -114,7 +110,7 @@ where
         });
         return Ok(());
     }
-    for_each_index(blocks, pieces(plan.len, width), &|b| {
+    for_each_index(blocks, pieces(traffic), &|b| {
         let mut part = partials[b].lock().unwrap_or_else(|e| e.into_inner());
         let part_strides = acc_strides(&part, acc_dim, src.shape());
         let part_plan = plan_of(&part_strides);
