@@ -283,81 +283,102 @@ where
     }
 }
 
-/// The binary operators of one op: a strict lhs (owned or borrowed) with every rhs form.
+/// How an operand of the operators reaches its array: an ndarray array or view, a strict one,
+/// or a reference to either.
+trait AsArray<A, E> {
+    fn array(&self) -> &ArrayRef<A, E>;
+}
+
+impl<A, E, S: Data<Elem = A>> AsArray<A, E> for ArrayBase<S, E> {
+    fn array(&self) -> &ArrayRef<A, E> {
+        self
+    }
+}
+
+impl<A, E> AsArray<A, E> for ArrayRef<A, E> {
+    fn array(&self) -> &ArrayRef<A, E> {
+        self
+    }
+}
+
+impl<A, E, S: Data<Elem = A>> AsArray<A, E> for Strict<S, E> {
+    fn array(&self) -> &ArrayRef<A, E> {
+        &self.0
+    }
+}
+
+impl<A, E, T: AsArray<A, E> + ?Sized> AsArray<A, E> for &T {
+    fn array(&self) -> &ArrayRef<A, E> {
+        (**self).array()
+    }
+}
+
+/// Calls `$m!` once for each form an array right-hand side takes, appending its extra generics,
+/// its type and their bounds. (One impl per form: a blanket impl over the forms would overlap
+/// the scalar rhs impl under coherence.)
+macro_rules! each_array_rhs {
+    ($m:ident!($($args:tt)*)) => {
+        $m!($($args)* ['r, S2,] [&'r ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
+        $m!($($args)* ['r,] [&'r ArrayRef<A, E>] []);
+        $m!($($args)* [S2,] [ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
+        $m!($($args)* ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
+        $m!($($args)* [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
+    };
+}
+
+/// `lhs <op> rhs` under the strict rule, for one form of each side (its extra generics, its
+/// type, and for the rhs the bounds of its generics).
+macro_rules! binary_impl {
+    ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident,
+     [$($lg:tt)*] [$($lhs:tt)*] [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
+        impl<$($lg)* $($rg)* A, S, D, E> $trait<$($rhs)*> for $($lhs)*
+        where
+            A: $bound,
+            S: Data<Elem = A>,
+            $($rb)*
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: $($rhs)*) -> Self::Output {
+                let (lhs, rhs) = (AsArray::<A, D>::array(&self), AsArray::<A, E>::array(&rhs));
+                binary($op, lhs, rhs, A::$elem)
+            }
+        }
+    };
+}
+
+/// `lhs <op>= rhs` in place (the result must have the lhs's shape), for one form of the rhs.
+macro_rules! assign_impl {
+    ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident,
+     [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
+        impl<$($rg)* A, S, D, E> $trait<$($rhs)*> for Strict<S, D>
+        where
+            A: $bound,
+            S: DataMut<Elem = A>,
+            $($rb)*
+            D: Dimension,
+            E: Dimension,
+        {
+            #[track_caller]
+            fn $method(&mut self, rhs: $($rhs)*) {
+                assign($op, &mut self.0, AsArray::<A, E>::array(&rhs), A::$elem)
+            }
+        }
+    };
+}
+
+/// The operators of one op: a strict lhs (owned or borrowed) with every rhs form, in place
+/// too; and a plain ndarray lhs with a strict rhs, whose result is strict (ndarray's own
+/// operators take every other rhs of a plain array).
 macro_rules! binary_operator {
     ($trait:ident, $method:ident, $assign_trait:ident, $assign:ident, $op:literal, $bound:ident, $elem:ident) => {
-        binary_operator!(@lhs $trait, $method, $op, $bound, $elem, [Strict<S, D>]);
-        binary_operator!(@lhs $trait, $method, $op, $bound, $elem, [&'l Strict<S, D>]);
-
-        /// In place: the result must have the lhs's shape.
-        impl<'r, A, S, D, E, S2> $assign_trait<&'r ArrayBase<S2, E>> for Strict<S, D>
-        where
-            A: $bound,
-            S: DataMut<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension,
-            E: Dimension,
-        {
-            #[track_caller]
-            fn $assign(&mut self, rhs: &'r ArrayBase<S2, E>) {
-                assign($op, &mut self.0, rhs, A::$elem)
-            }
-        }
-
-        impl<'r, A, S, D, E> $assign_trait<&'r ArrayRef<A, E>> for Strict<S, D>
-        where
-            A: $bound,
-            S: DataMut<Elem = A>,
-            D: Dimension,
-            E: Dimension,
-        {
-            #[track_caller]
-            fn $assign(&mut self, rhs: &'r ArrayRef<A, E>) {
-                assign($op, &mut self.0, rhs, A::$elem)
-            }
-        }
-
-        impl<A, S, D, E, S2> $assign_trait<ArrayBase<S2, E>> for Strict<S, D>
-        where
-            A: $bound,
-            S: DataMut<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension,
-            E: Dimension,
-        {
-            #[track_caller]
-            fn $assign(&mut self, rhs: ArrayBase<S2, E>) {
-                assign($op, &mut self.0, &rhs, A::$elem)
-            }
-        }
-
-        impl<'r, A, S, D, E, S2> $assign_trait<&'r Strict<S2, E>> for Strict<S, D>
-        where
-            A: $bound,
-            S: DataMut<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension,
-            E: Dimension,
-        {
-            #[track_caller]
-            fn $assign(&mut self, rhs: &'r Strict<S2, E>) {
-                assign($op, &mut self.0, &rhs.0, A::$elem)
-            }
-        }
-
-        impl<A, S, D, E, S2> $assign_trait<Strict<S2, E>> for Strict<S, D>
-        where
-            A: $bound,
-            S: DataMut<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension,
-            E: Dimension,
-        {
-            #[track_caller]
-            fn $assign(&mut self, rhs: Strict<S2, E>) {
-                assign($op, &mut self.0, &rhs.0, A::$elem)
-            }
-        }
+        binary_operator!(@strict $trait, $method, $op, $bound, $elem, [] [Strict<S, D>]);
+        binary_operator!(@strict $trait, $method, $op, $bound, $elem, ['l,] [&'l Strict<S, D>]);
+        binary_operator!(@plain $trait, $method, $op, $bound, $elem, [] [ArrayBase<S, D>]);
+        binary_operator!(@plain $trait, $method, $op, $bound, $elem, ['l,] [&'l ArrayBase<S, D>]);
+        each_array_rhs!(assign_impl!($assign_trait, $assign, $op, $bound, $elem,));
 
         impl<A, S, D> $assign_trait<A> for Strict<S, D>
         where
@@ -371,82 +392,10 @@ macro_rules! binary_operator {
             }
         }
     };
-    (@lhs $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($lhs:tt)*]) => {
-        impl<'l, 'r, A, S, D, E, S2> $trait<&'r ArrayBase<S2, E>> for $($lhs)*
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = StrictArray<A, DimMaxOf<D, E>>;
-            #[track_caller]
-            fn $method(self, rhs: &'r ArrayBase<S2, E>) -> Self::Output {
-                binary($op, &self.0, rhs, A::$elem)
-            }
-        }
+    (@strict $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
+        each_array_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]));
 
-        impl<'l, 'r, A, S, D, E> $trait<&'r ArrayRef<A, E>> for $($lhs)*
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = StrictArray<A, DimMaxOf<D, E>>;
-            #[track_caller]
-            fn $method(self, rhs: &'r ArrayRef<A, E>) -> Self::Output {
-                binary($op, &self.0, rhs, A::$elem)
-            }
-        }
-
-        impl<'l, A, S, D, E, S2> $trait<ArrayBase<S2, E>> for $($lhs)*
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = StrictArray<A, DimMaxOf<D, E>>;
-            #[track_caller]
-            fn $method(self, rhs: ArrayBase<S2, E>) -> Self::Output {
-                binary($op, &self.0, &rhs, A::$elem)
-            }
-        }
-
-        impl<'l, 'r, A, S, D, E, S2> $trait<&'r Strict<S2, E>> for $($lhs)*
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = StrictArray<A, DimMaxOf<D, E>>;
-            #[track_caller]
-            fn $method(self, rhs: &'r Strict<S2, E>) -> Self::Output {
-                binary($op, &self.0, &rhs.0, A::$elem)
-            }
-        }
-
-        impl<'l, A, S, D, E, S2> $trait<Strict<S2, E>> for $($lhs)*
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = StrictArray<A, DimMaxOf<D, E>>;
-            #[track_caller]
-            fn $method(self, rhs: Strict<S2, E>) -> Self::Output {
-                binary($op, &self.0, &rhs.0, A::$elem)
-            }
-        }
-
-        impl<'l, A, S, D> $trait<A> for $($lhs)*
+        impl<$($lg)* A, S, D> $trait<A> for $($lhs)*
         where
             A: $bound,
             S: Data<Elem = A>,
@@ -456,68 +405,17 @@ macro_rules! binary_operator {
             #[track_caller]
             fn $method(self, rhs: A) -> Self::Output {
                 // A scalar broadcasts to anything: no shape rule can fail, only the allocation.
-                unary($op, &self.0, move |x| A::$elem(x, rhs))
+                unary($op, AsArray::<A, D>::array(&self), move |x| A::$elem(x, rhs))
             }
         }
+    };
+    (@plain $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
+        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
+            [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
+        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
+            ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
     };
 }
-
-/// A plain ndarray array on the left of a strict one: the result is strict too (ndarray's own
-/// operators take every other right-hand side of a plain array).
-macro_rules! plain_lhs {
-    ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident) => {
-        plain_lhs!(@rhs $trait, $method, $op, $bound, $elem, [Strict<S2, E>]);
-        plain_lhs!(@rhs $trait, $method, $op, $bound, $elem, [&'r Strict<S2, E>]);
-    };
-    (@rhs $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($rhs:tt)*]) => {
-        impl<'r, A, S, D, E, S2> $trait<$($rhs)*> for ArrayBase<S, D>
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = StrictArray<A, DimMaxOf<D, E>>;
-            #[track_caller]
-            fn $method(self, rhs: $($rhs)*) -> Self::Output {
-                binary($op, &self, &rhs.0, A::$elem)
-            }
-        }
-
-        impl<'l, 'r, A, S, D, E, S2> $trait<$($rhs)*> for &'l ArrayBase<S, D>
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            S2: Data<Elem = A>,
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = StrictArray<A, DimMaxOf<D, E>>;
-            #[track_caller]
-            fn $method(self, rhs: $($rhs)*) -> Self::Output {
-                binary($op, self, &rhs.0, A::$elem)
-            }
-        }
-    };
-}
-
-plain_lhs!(Add, add, "add", XlaElement, xla_add);
-plain_lhs!(Sub, sub, "sub", XlaNumber, xla_sub);
-plain_lhs!(Mul, mul, "mul", XlaElement, xla_mul);
-plain_lhs!(Div, div, "div", XlaNumber, xla_div);
-plain_lhs!(Rem, rem, "rem", XlaReal, xla_rem);
-plain_lhs!(BitAnd, bitand, "and", XlaBitwise, xla_and);
-plain_lhs!(BitOr, bitor, "or", XlaBitwise, xla_or);
-plain_lhs!(BitXor, bitxor, "xor", XlaBitwise, xla_xor);
-plain_lhs!(Shl, shl, "shift_left", XlaInteger, xla_shift_left);
-plain_lhs!(
-    Shr,
-    shr,
-    "shift_right_arithmetic",
-    XlaInteger,
-    xla_shift_right_arithmetic
-);
 
 binary_operator!(Add, add, AddAssign, add_assign, "add", XlaElement, xla_add);
 binary_operator!(Sub, sub, SubAssign, sub_assign, "sub", XlaNumber, xla_sub);
