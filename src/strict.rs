@@ -469,33 +469,25 @@ binary_operator!(
 );
 
 /// Scalars on the left (`2.0 * a.strict()`), one impl per element type (a generic one would
-/// break the orphan rule).
+/// break the orphan rule) and strict form.
 macro_rules! scalar_lhs {
     ($trait:ident, $method:ident, $op:literal, $elem:ident: $($t:ty),*) => {$(
-        impl<S, D> $trait<Strict<S, D>> for $t
-        where
-            S: Data<Elem = $t>,
-            D: Dimension,
-        {
-            type Output = StrictArray<$t, D>;
-            #[track_caller]
-            fn $method(self, rhs: Strict<S, D>) -> Self::Output {
-                unary($op, &rhs.0, move |x| <$t>::$elem(self, x))
-            }
-        }
-
-        impl<'r, S, D> $trait<&'r Strict<S, D>> for $t
-        where
-            S: Data<Elem = $t>,
-            D: Dimension,
-        {
-            type Output = StrictArray<$t, D>;
-            #[track_caller]
-            fn $method(self, rhs: &'r Strict<S, D>) -> Self::Output {
-                unary($op, &rhs.0, move |x| <$t>::$elem(self, x))
-            }
-        }
+        scalar_lhs!(@form $trait, $method, $op, $elem, $t, [] [Strict<S, D>]);
+        scalar_lhs!(@form $trait, $method, $op, $elem, $t, ['r,] [&'r Strict<S, D>]);
     )*};
+    (@form $trait:ident, $method:ident, $op:literal, $elem:ident, $t:ty, [$($g:tt)*] [$($form:tt)*]) => {
+        impl<$($g)* S, D> $trait<$($form)*> for $t
+        where
+            S: Data<Elem = $t>,
+            D: Dimension,
+        {
+            type Output = StrictArray<$t, D>;
+            #[track_caller]
+            fn $method(self, rhs: $($form)*) -> Self::Output {
+                unary($op, AsArray::<$t, D>::array(&rhs), move |x| <$t>::$elem(self, x))
+            }
+        }
+    };
 }
 
 macro_rules! scalar_lhs_numbers {
@@ -527,7 +519,11 @@ scalar_lhs!(
 /// The unary operators, on owned and borrowed strict arrays.
 macro_rules! unary_operator {
     ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident) => {
-        impl<A, S, D> $trait for Strict<S, D>
+        unary_operator!(@form $trait, $method, $op, $bound, $elem, [] [Strict<S, D>]);
+        unary_operator!(@form $trait, $method, $op, $bound, $elem, ['l,] [&'l Strict<S, D>]);
+    };
+    (@form $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($g:tt)*] [$($form:tt)*]) => {
+        impl<$($g)* A, S, D> $trait for $($form)*
         where
             A: $bound,
             S: Data<Elem = A>,
@@ -536,20 +532,7 @@ macro_rules! unary_operator {
             type Output = StrictArray<A, D>;
             #[track_caller]
             fn $method(self) -> Self::Output {
-                unary($op, &self.0, A::$elem)
-            }
-        }
-
-        impl<A, S, D> $trait for &Strict<S, D>
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            D: Dimension,
-        {
-            type Output = StrictArray<A, D>;
-            #[track_caller]
-            fn $method(self) -> Self::Output {
-                unary($op, &self.0, A::$elem)
+                unary($op, AsArray::<A, D>::array(&self), A::$elem)
             }
         }
     };
