@@ -232,8 +232,10 @@ fn main() {
             ),
         ],
     );
-    let at = b.t().to_owned();
-    let at = at.t();
+    // A transposed view of a standard-layout array: its rows are the columns of `a`'s memory.
+    // (`x.t().to_owned()` would not do: ndarray keeps the copy's memory order, so its `.t()`
+    // is standard layout again.)
+    let at = a.t();
     report(
         "4096² f32 a.T + b",
         rounds,
