@@ -45,9 +45,8 @@ pub enum Parallelism {
 /// broadcast input's repeats hit the cache) run on the calling thread without offering work to
 /// the pool. Above it, whether a pool thread helps is decided at run time by whether one is
 /// free before the work is done (see [`Parallelism`]); the threshold only keeps the cost of
-/// the offer, one task hand-off (about 0.4 us on a 2-core VM), under a tenth of the work, and
-/// leaves alone the sizes where a helper, which takes 3-5 us to arrive there, seldom arrives in
-/// time to pay for it (a 256x256 f32 add of a row, 512 KiB, was 10% slower offered).
+/// the offer, one task hand-off, under a tenth of the work, and leaves alone the sizes where a
+/// helper seldom arrives in time to pay for it (the figures are in `BENCHMARKS.md`).
 ///
 /// ```
 /// assert_eq!(xla_bcast::PARALLEL_THRESHOLD_BYTES, 768 << 10);
@@ -222,9 +221,6 @@ mod help {
     const CLOSED: usize = 1;
     const HELPER: usize = 2;
 
-    /// The loop, its lifetime erased so that a `'static` pool task can hold it.
-    struct Task(&'static (dyn Fn() + Sync));
-
     /// Runs `claim` (a loop that claims work until none is left) here and on up to `helpers`
     /// pool threads, and returns once every thread that entered it has left; a panic in any of
     /// them is resumed here after that.
@@ -239,12 +235,10 @@ mod help {
         let task: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(claim) };
         for _ in 0..helpers {
             let shared = Arc::clone(&shared);
-            let task = Task(task);
             rayon::spawn(move || {
-                let task = task;
                 let entered = shared.state.fetch_add(HELPER, Ordering::Acquire) & CLOSED == 0;
                 if entered {
-                    if let Err(p) = catch_unwind(AssertUnwindSafe(task.0)) {
+                    if let Err(p) = catch_unwind(AssertUnwindSafe(task)) {
                         *shared.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
                     }
                 }
