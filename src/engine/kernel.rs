@@ -17,6 +17,9 @@ pub(crate) trait BlockKernel<const N: usize>: Sync {
     /// The output's elements: a fresh slot (`MaybeUninit<C>`) or an element to overwrite.
     type Slot;
 
+    /// Whether the element function reads the output's elements (an update in place).
+    const READS_OUTPUT: bool = false;
+
     /// Input `k` (`1 <= k < N`), seen at the output shape.
     fn input(&self, k: usize) -> &Operand<'_>;
 
@@ -206,6 +209,7 @@ impl<A: Clone + Sync, B: Clone + Sync, F: Fn(A, B) -> A + Sync> BlockKernel<2>
     for Update<'_, A, B, F>
 {
     type Slot = A;
+    const READS_OUTPUT: bool = true;
     fn input(&self, _: usize) -> &Operand<'_> {
         self.b.operand()
     }

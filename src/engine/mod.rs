@@ -22,6 +22,7 @@ pub(crate) mod parallel;
 mod plan;
 mod reduce;
 mod stage;
+mod stream;
 mod transpose;
 
 use std::mem::MaybeUninit;
@@ -38,6 +39,7 @@ pub(crate) use operand::{Operand, Src};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Plan};
 pub(crate) use reduce::{reduce, Fold};
+use stream::Write;
 
 /// How a fresh result is laid out.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,7 +120,7 @@ where
             unsafe { fresh::call_logged(kernel, ptrs, block, log) }
         } else {
             // SAFETY: the fresh output is unique; the inputs are seen at its shape.
-            unsafe { walk(Operand::output(o), kernel, log) }
+            unsafe { walk(Operand::output(o), kernel, true, log) }
         }
     };
     // SAFETY: either way every element of the fresh output is written once, each kernel call
@@ -134,7 +136,7 @@ where
     K: BlockKernel<N, Slot = S>,
 {
     // SAFETY: `out` is a live array, unique (borrowed mutably), so no input overlaps it.
-    unsafe { walk(Operand::output(out), kernel, None) }
+    unsafe { walk(Operand::output(out), kernel, false, None) }
 }
 
 /// `out[i] = f(out[i], b[i])`, in place.
@@ -152,7 +154,7 @@ pub(crate) fn assign<A, B, D>(
 
 /// Walks the output `out` and `kernel`'s inputs: the plan, then one block for a small walk of
 /// at most two dims, else blocks of contiguous ranges of the plan, split across threads when
-/// large; `log` is a fresh output's ([`fresh::fill`]).
+/// large; `fresh` when the output was just allocated, and `log` its log ([`fresh::fill`]).
 ///
 /// # Safety
 /// `out` addresses, at every index of its shape, a distinct slot of the kernel's output type
@@ -160,6 +162,7 @@ pub(crate) fn assign<A, B, D>(
 unsafe fn walk<K: BlockKernel<N>, const N: usize>(
     out: Operand<'_>,
     kernel: &K,
+    fresh: bool,
     log: Option<&FreshLog>,
 ) {
     let operands: [&Operand<'_>; N] = std::array::from_fn(|k| match k {
@@ -176,6 +179,7 @@ unsafe fn walk<K: BlockKernel<N>, const N: usize>(
         .map(|o| o.traffic(len))
         .fold(0, usize::saturating_add);
     let pieces = parallel::pieces(traffic);
+    let write = Write::choose::<K, N>(len, traffic, fresh, log);
     let at = |offs: [isize; N]| -> [*mut u8; N] {
         // SAFETY: the plan's offsets address elements of each operand.
         std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) })
@@ -184,7 +188,7 @@ unsafe fn walk<K: BlockKernel<N>, const N: usize>(
         if let Some(block) = Plan::block_of(out.shape, strides) {
             // SAFETY: the block is the whole walk: elements of each operand, the written ones
             // once each, on this thread.
-            return unsafe { stage::run_block(at([0; N]), block, operands, kernel, log) };
+            return unsafe { stage::run_block(at([0; N]), block, operands, kernel, write) };
         }
     }
     let plan = Plan::new(out.shape, strides, std::array::from_fn(|k| k));
@@ -201,7 +205,7 @@ unsafe fn walk<K: BlockKernel<N>, const N: usize>(
             };
             // SAFETY: a block of the plan addresses elements of each operand, the written ones
             // once each, and each range goes to one thread.
-            unsafe { stage::run_block(at(offs), block, operands, kernel, log) }
+            unsafe { stage::run_block(at(offs), block, operands, kernel, write) }
         })
     });
 }

@@ -2,9 +2,9 @@
 //! at a time, transposed into a per-thread buffer ([`transpose`]), so the kernel reads it with
 //! unit stride. Only plain element types are staged (their values are their bits).
 
-use super::fresh::{call_logged, FreshLog};
 use super::kernel::{Block, BlockKernel};
 use super::operand::Operand;
+use super::stream::Write;
 use super::transpose;
 
 /// The most columns of a block staged at a time: a slab of [`SLAB`] rows of this many elements
@@ -38,21 +38,21 @@ pub(super) unsafe fn run_block<const N: usize>(
     block: Block<N>,
     operands: [&Operand<'_>; N],
     kernel: &impl BlockKernel<N>,
-    log: Option<&FreshLog>,
+    write: Write<'_>,
 ) {
     let staged = &staged(&block, operands);
     if !staged.contains(&true) {
         // SAFETY: as the caller promised.
-        return unsafe { call_logged(kernel, ptrs, block, log) };
+        return unsafe { write.call(kernel, ptrs, block, operands) };
     }
     let ran = with_parts(operands, staged, |parts| {
         // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts`.
-        unsafe { run_staged(ptrs, block, operands, staged, parts, kernel, log) }
+        unsafe { run_staged(ptrs, block, operands, staged, parts, kernel, write.staged()) }
     });
     if ran.is_none() {
         // No room to stage: the same block read in place.
         // SAFETY: as the caller promised.
-        unsafe { call_logged(kernel, ptrs, block, log) }
+        unsafe { write.call(kernel, ptrs, block, operands) }
     }
 }
 
@@ -139,7 +139,7 @@ unsafe fn run_staged<const N: usize>(
     staged: &[bool; N],
     parts: [*mut Line; N],
     kernel: &impl BlockKernel<N>,
-    log: Option<&FreshLog>,
+    write: Write<'_>,
 ) {
     for first in (0..block.rows).step_by(SLAB) {
         for c0 in (0..block.n).step_by(TILE) {
@@ -197,7 +197,7 @@ unsafe fn run_staged<const N: usize>(
             }
             // SAFETY: the piece addresses elements of the block (the staged ones in this
             // thread's buffer, now in order), as the caller promised of the block.
-            unsafe { call_logged(kernel, at, piece, log) }
+            unsafe { write.call(kernel, at, piece, operands) }
         }
     }
 }
