@@ -323,7 +323,7 @@ fn empty_arrays() {
     assert_eq!(r.shape(), &[0, 2, 6]);
 }
 
-/// Operands read across their rows at sizes that take the engine's tiled walk (tiles of 256,
+/// Operands read across their rows at sizes that take the engine's tiled walk (tiles of 128,
 /// with edge strips), for every plain element size and for a type that is not plain: each result
 /// is checked element by element against indexing.
 #[test]
@@ -729,9 +729,9 @@ fn thin_transposes_in_large_walks() {
     }
 }
 
-/// Threads share a tiled walk in slabs of tile rows: with an odd number of tiles (3 by 3 at
-/// 520x520, 1 by 3 at 240x600, either under a head dim of 3) a thread's share ends inside a
-/// tile, and every thread also takes a share of the edge strips.
+/// Threads share a tiled walk in slabs of tile rows: at 520x520 and 240x600 (either under a
+/// head dim of 3) a thread's share ends inside a tile, and every thread also takes a share of
+/// the edge strips.
 #[test]
 fn tiles_shared_between_threads() {
     for (m, n) in [(520, 520), (240, 600)] {

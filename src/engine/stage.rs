@@ -7,9 +7,9 @@ use super::operand::Operand;
 use super::stream::Write;
 use super::transpose;
 
-/// The most columns of a block staged at a time: a slab of [`SLAB`] rows of this many elements
-/// of every staged operand fits L1 beside the kernel's other streams.
-pub(super) const TILE: usize = 256;
+/// The most columns of a block staged at a time: a slab ([`slab_rows`]) of this many elements
+/// of a staged operand is 34-48 KiB, about L1, and the kernel's rows stay long.
+pub(super) const TILE: usize = 128;
 
 /// The operands a block stages ([`run_staged`]): inputs of plain values read across the
 /// block's rows (a stride of at least 8 along them) with a step of 1 or -1 down them, or another
@@ -45,9 +45,22 @@ pub(super) unsafe fn run_block<const N: usize>(
         // SAFETY: as the caller promised.
         return unsafe { write.call(kernel, ptrs, block, operands) };
     }
-    let ran = with_parts(operands, staged, |parts| {
-        // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts`.
-        unsafe { run_staged(ptrs, block, operands, staged, parts, kernel, write.staged()) }
+    let slab = slab_rows(operands, staged);
+    let ran = with_parts(operands, staged, slab, |parts| {
+        // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts` for
+        // slabs of `slab` rows.
+        unsafe {
+            run_staged(
+                ptrs,
+                block,
+                operands,
+                staged,
+                slab,
+                parts,
+                kernel,
+                write.staged(),
+            )
+        }
     });
     if ran.is_none() {
         // No room to stage: the same block read in place.
@@ -56,16 +69,17 @@ pub(super) unsafe fn run_block<const N: usize>(
     }
 }
 
-/// Runs `f` with this thread's staging buffer cut into one part per operand: room for a slab
-/// of each operand with `staged[k]` (in whole cache lines), none for the others; `None`, having
-/// run nothing, when the buffer cannot grow to that.
+/// Runs `f` with this thread's staging buffer cut into one part per operand: room for `slab`
+/// rows of each operand with `staged[k]` (in whole cache lines), none for the others; `None`,
+/// having run nothing, when the buffer cannot grow to that.
 fn with_parts<const N: usize, R>(
     operands: [&Operand<'_>; N],
     staged: &[bool; N],
+    slab: usize,
     f: impl FnOnce([*mut Line; N]) -> R,
 ) -> Option<R> {
     let lines: [usize; N] = std::array::from_fn(|k| match staged[k] {
-        true => (SLAB * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(64),
+        true => (slab * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(64),
         false => 0,
     });
     with_staging(lines.iter().sum(), |buffer| {
@@ -80,10 +94,23 @@ fn with_parts<const N: usize, R>(
     })
 }
 
-/// Rows of a block staged at a time: 16 rows of 4-byte elements are one cache line of each
-/// source row, and a slab of every staged operand fits L1 with the kernel's other streams.
-const SLAB: usize = 16;
-const _: () = assert!(SLAB % 8 == 0);
+/// Bytes of each source row (each staged column) that a slab reads.
+const SLAB_BYTES: usize = 256;
+
+/// Rows of a block staged at a time: [`SLAB_BYTES`] of each source row for the widest staged
+/// element, a multiple of 8 (the register transposes' side). A source read across the rows has
+/// its rows far apart in memory (16 KiB at 4096 f32 columns), so the lines of one column of
+/// tiles fall in a few cache sets: a slab that took one line per source row found the next
+/// line evicted when the next slab came for it. Four lines at once are read as runs, each line
+/// used whole while it is in L1 (`BENCHMARKS.md`: 0.56-0.65 of the time at 1024² to 4096²).
+fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) -> usize {
+    let widest = (0..N)
+        .filter(|&k| staged[k])
+        .map(|k| operands[k].size)
+        .max();
+    SLAB_BYTES / widest.unwrap_or(1)
+}
+const _: () = assert!(SLAB_BYTES % (8 * 8) == 0);
 
 /// A cache line of the staging buffer: each part starts on a line, and so does every staged
 /// row at the padded pitch (whole lines), so wide accesses to them do not straddle two lines.
@@ -121,7 +148,7 @@ fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> 
     })
 }
 
-/// Runs `block` (operand `k` at `ptrs[k]`) [`SLAB`] rows and at most [`TILE`] columns
+/// Runs `block` (operand `k` at `ptrs[k]`) `slab` rows and at most [`TILE`] columns
 /// at a time, each operand with `staged[k]` first copied, transposed, into `parts[k]`, so the
 /// kernel reads it with unit stride. A slab's staged rows stay in L1 from the transpose to the
 /// kernel. When every other operand is contiguous across a slab's rows (or broadcast), the
@@ -131,19 +158,21 @@ fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> 
 /// # Safety
 /// Every element the block addresses is an element of its operand (the written ones distinct
 /// and this thread's); an operand with `staged[k]` is plain with a nonzero `block.step[k]`,
-/// and `parts[k]` is this thread's, room for [`SLAB`] rows at the staging pitch of its elements.
+/// and `parts[k]` is this thread's, room for `slab` rows at the staging pitch of its elements.
+#[allow(clippy::too_many_arguments)]
 unsafe fn run_staged<const N: usize>(
     ptrs: [*mut u8; N],
     block: Block<N>,
     operands: [&Operand<'_>; N],
     staged: &[bool; N],
+    slab: usize,
     parts: [*mut Line; N],
     kernel: &impl BlockKernel<N>,
     write: Write<'_>,
 ) {
-    for first in (0..block.rows).step_by(SLAB) {
+    for first in (0..block.rows).step_by(slab) {
         for c0 in (0..block.n).step_by(TILE) {
-            let [rows, n] = [SLAB.min(block.rows - first), TILE.min(block.n - c0)];
+            let [rows, n] = [slab.min(block.rows - first), TILE.min(block.n - c0)];
             let packed = (0..N).all(|k| staged[k] || block.step[k] == n as isize * block.inner[k]);
             let mut piece = match packed {
                 true => Block {
@@ -169,8 +198,8 @@ unsafe fn run_staged<const N: usize>(
                 // through the register transposes); other steps are gathered as they come.
                 let (src, step, dst, p) = match block.step[k] {
                     // SAFETY: with a step of -1, row `rows - 1` of the piece is `rows - 1`
-                    // elements before `at[k]`, an element of the block; the buffer holds SLAB
-                    // rows of `pitch` elements, and `rows <= SLAB`.
+                    // elements before `at[k]`, an element of the block; the buffer holds `slab`
+                    // rows of `pitch` elements, and `rows <= slab`.
                     -1 => unsafe {
                         (
                             at[k].sub((rows - 1) * size),
@@ -184,7 +213,7 @@ unsafe fn run_staged<const N: usize>(
                 // SAFETY: the piece's elements of operand `k` are at
                 // `at[k] + c * inner[k] + r * step[k]` (r < rows, c < n), all inside its array,
                 // so `src + c * inner[k] + r * step` is too (for a step of -1, `src` is the
-                // last row's); the buffer holds SLAB rows of its elements at the staging pitch
+                // last row's); the buffer holds `slab` rows of its elements at the staging pitch
                 // (n is at most that), and `dst` is the first row written of the `rows` the copy
                 // fills; its elements are aligned (plain sizes are at most 8) and the buffer is
                 // this thread's own.

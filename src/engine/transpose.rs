@@ -424,65 +424,61 @@ mod avx {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    /// # Safety
-    /// As [`super::transpose_tile`] for 4-byte elements, on a CPU with AVX2, with
-    /// `7 * stride` in `i32`.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gather_32(
-        src: *const f32,
-        stride: isize,
-        step: isize,
-        dst: *mut f32,
-        p: isize,
-        [rows, cols]: [usize; 2],
-    ) {
-        // SAFETY: each gather reads `from[r * step + k * stride]` for k < 8: source
-        // elements `(r, c0 + k)` of the caller's shape, with offsets that fit `i32` as the caller
-        // promised; each store writes 8 slots of destination row `r` at columns `c0..c0 + 8 <= cols`.
-        // The caller checked that the CPU has AVX2; the edge goes element by element.
-        unsafe {
-            let s = stride as i32;
-            let at = _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s);
-            let whole = cols / 8 * 8;
-            for c0 in (0..whole).step_by(8) {
-                let from = src.offset(c0 as isize * stride);
-                for r in 0..rows as isize {
-                    // Elements `from[k * stride + r * step]`, k < 8: the staged row's 8 columns.
-                    let v = _mm256_i32gather_ps::<4>(from.offset(r * step), at);
-                    _mm256_storeu_ps(dst.offset(r * p + c0 as isize), v);
+    /// One gather function per element width: `$lanes` source rows per gather, the offsets
+    /// `k * stride` (k < `$lanes`) loaded by `$load`.
+    macro_rules! gather {
+        ($name:ident, $t:ty, $lanes:literal, $load:ident, $gather:ident, $store:ident) => {
+            /// # Safety
+            #[doc = concat!("As [`super::transpose_tile`] for `", stringify!($t), "` elements, on a CPU with AVX2, with")]
+            #[doc = concat!("`(", stringify!($lanes), " - 1) * stride` in `i32`.")]
+            #[target_feature(enable = "avx2")]
+            pub(super) unsafe fn $name(
+                src: *const $t,
+                stride: isize,
+                step: isize,
+                dst: *mut $t,
+                p: isize,
+                [rows, cols]: [usize; 2],
+            ) {
+                // SAFETY: each gather reads `from[r * step + k * stride]` for every lane k:
+                // source elements `(r, c0 + k)` of the caller's shape, with offsets that fit `i32`
+                // as the caller promised; each store writes one register of destination row `r`
+                // at columns `c0..c0 + lanes <= cols`. The offsets' load reads the local array.
+                // The caller checked that the CPU has AVX2; the edge goes element by element.
+                unsafe {
+                    let offsets: [i32; $lanes] = std::array::from_fn(|k| k as i32 * stride as i32);
+                    let at = $load(offsets.as_ptr().cast());
+                    let whole = cols / $lanes * $lanes;
+                    for c0 in (0..whole).step_by($lanes) {
+                        let from = src.offset(c0 as isize * stride);
+                        for r in 0..rows as isize {
+                            // The staged row's next columns, one per lane.
+                            let v = $gather::<{ size_of::<$t>() as i32 }>(from.offset(r * step), at);
+                            $store(dst.offset(r * p + c0 as isize), v);
+                        }
+                    }
+                    super::one_by_one::<$t>(src, stride, step, dst, p, [rows, cols], whole);
                 }
             }
-            super::one_by_one::<f32>(src, stride, step, dst, p, [rows, cols], whole);
-        }
+        };
     }
 
-    /// # Safety
-    /// As [`super::transpose_tile`] for 8-byte elements, on a CPU with AVX2, with
-    /// `3 * stride` in `i32`.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gather_64(
-        src: *const f64,
-        stride: isize,
-        step: isize,
-        dst: *mut f64,
-        p: isize,
-        [rows, cols]: [usize; 2],
-    ) {
-        // SAFETY: as in `gather_32`, 4 elements per gather and store.
-        unsafe {
-            let s = stride as i32;
-            let at = _mm_setr_epi32(0, s, 2 * s, 3 * s);
-            let whole = cols / 4 * 4;
-            for c0 in (0..whole).step_by(4) {
-                let from = src.offset(c0 as isize * stride);
-                for r in 0..rows as isize {
-                    let v = _mm256_i32gather_pd::<8>(from.offset(r * step), at);
-                    _mm256_storeu_pd(dst.offset(r * p + c0 as isize), v);
-                }
-            }
-            super::one_by_one::<f64>(src, stride, step, dst, p, [rows, cols], whole);
-        }
-    }
+    gather!(
+        gather_32,
+        f32,
+        8,
+        _mm256_loadu_si256,
+        _mm256_i32gather_ps,
+        _mm256_storeu_ps
+    );
+    gather!(
+        gather_64,
+        f64,
+        4,
+        _mm_loadu_si128,
+        _mm256_i32gather_pd,
+        _mm256_storeu_pd
+    );
 }
 
 #[cfg(test)]
@@ -491,7 +487,7 @@ mod tests {
 
     type Transpose<T> = unsafe fn(*const T, isize, *mut T, isize, [usize; 2]);
 
-    /// Whole blocks: a whole tile, a slab of 16 rows (16 source columns) from column 8, and
+    /// Whole blocks: a whole tile, 16 rows (16 source columns) from column 8, and
     /// narrower tiles.
     const WHOLE: [[usize; 3]; 4] = [[TILE, TILE, 0], [16, TILE, 8], [16, 24, 0], [48, 64, 16]];
 
