@@ -45,17 +45,19 @@ pub(super) unsafe fn run_block<const N: usize>(
         // SAFETY: as the caller promised.
         return unsafe { write.call(kernel, ptrs, block, operands) };
     }
-    let slab = slab_rows(operands, staged);
-    let ran = with_parts(operands, staged, slab, |parts| {
+    let staging = &Staging {
+        staged: *staged,
+        slab: slab_rows(operands, staged),
+    };
+    let ran = with_parts(operands, staging, |parts| {
         // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts` for
-        // slabs of `slab` rows.
+        // the same staging.
         unsafe {
             run_staged(
                 ptrs,
                 block,
                 operands,
-                staged,
-                slab,
+                staging,
                 parts,
                 kernel,
                 write.staged(),
@@ -69,13 +71,18 @@ pub(super) unsafe fn run_block<const N: usize>(
     }
 }
 
-/// Runs `f` with this thread's staging buffer cut into one part per operand: room for `slab`
-/// rows of each operand with `staged[k]` (in whole cache lines), none for the others; `None`,
-/// having run nothing, when the buffer cannot grow to that.
+/// What a block stages: the operands ([`staged`]) and the rows of a slab ([`slab_rows`]).
+struct Staging<const N: usize> {
+    staged: [bool; N],
+    slab: usize,
+}
+
+/// Runs `f` with this thread's staging buffer cut into one part per operand: room for a slab
+/// of each staged operand (in whole cache lines), none for the others; `None`, having run
+/// nothing, when the buffer cannot grow to that.
 fn with_parts<const N: usize, R>(
     operands: [&Operand<'_>; N],
-    staged: &[bool; N],
-    slab: usize,
+    &Staging { staged, slab }: &Staging<N>,
     f: impl FnOnce([*mut Line; N]) -> R,
 ) -> Option<R> {
     let lines: [usize; N] = std::array::from_fn(|k| match staged[k] {
@@ -102,7 +109,7 @@ const SLAB_BYTES: usize = 256;
 /// its rows far apart in memory (16 KiB at 4096 f32 columns), so the lines of one column of
 /// tiles fall in a few cache sets: a slab that took one line per source row found the next
 /// line evicted when the next slab came for it. Four lines at once are read as runs, each line
-/// used whole while it is in L1 (`BENCHMARKS.md`: 0.56-0.65 of the time at 1024² to 4096²).
+/// used whole while it is in L1 (`BENCHMARKS.md`, transposed operands).
 fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) -> usize {
     let widest = (0..N)
         .filter(|&k| staged[k])
@@ -148,7 +155,7 @@ fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> 
     })
 }
 
-/// Runs `block` (operand `k` at `ptrs[k]`) `slab` rows and at most [`TILE`] columns
+/// Runs `block` (operand `k` at `ptrs[k]`) a slab of rows and at most [`TILE`] columns
 /// at a time, each operand with `staged[k]` first copied, transposed, into `parts[k]`, so the
 /// kernel reads it with unit stride. A slab's staged rows stay in L1 from the transpose to the
 /// kernel. When every other operand is contiguous across a slab's rows (or broadcast), the
@@ -159,13 +166,11 @@ fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> 
 /// Every element the block addresses is an element of its operand (the written ones distinct
 /// and this thread's); an operand with `staged[k]` is plain with a nonzero `block.step[k]`,
 /// and `parts[k]` is this thread's, room for `slab` rows at the staging pitch of its elements.
-#[allow(clippy::too_many_arguments)]
 unsafe fn run_staged<const N: usize>(
     ptrs: [*mut u8; N],
     block: Block<N>,
     operands: [&Operand<'_>; N],
-    staged: &[bool; N],
-    slab: usize,
+    &Staging { ref staged, slab }: &Staging<N>,
     parts: [*mut Line; N],
     kernel: &impl BlockKernel<N>,
     write: Write<'_>,
