@@ -28,6 +28,7 @@ use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_shape, clamp_shape, higher, iota, select_shape, Dims, ShapeArg};
 use crate::strict::{Strict, StrictView};
 use crate::view::broadcast_in_dim_view;
+use sealed::Sealed;
 
 /// The output dimension type of a binary op on `D` and `E`: ndarray's [`DimMax`]
 /// (`Ix2` with `Ix1` gives `Ix2`, anything with `IxDyn` gives `IxDyn`).
@@ -42,8 +43,28 @@ use crate::view::broadcast_in_dim_view;
 /// ```
 pub type DimMaxOf<D, E> = <D as DimMax<E>>::Output;
 
+/// The extension traits are sealed: their one implementor is ndarray's `ArrayRef`, which every
+/// array and view derefs to, so each method is written once, in its trait, against it.
+pub(crate) mod sealed {
+    use ndarray::ArrayRef;
+
+    pub trait Sealed<A, D> {
+        fn array(&self) -> &ArrayRef<A, D>;
+        fn array_mut(&mut self) -> &mut ArrayRef<A, D>;
+    }
+
+    impl<A, D> Sealed<A, D> for ArrayRef<A, D> {
+        fn array(&self) -> &ArrayRef<A, D> {
+            self
+        }
+        fn array_mut(&mut self) -> &mut ArrayRef<A, D> {
+            self
+        }
+    }
+}
+
 /// Zero-copy broadcast views, on every ndarray array and view.
-pub trait BroadcastInDim<A, D: Dimension> {
+pub trait BroadcastInDim<A, D: Dimension>: Sealed<A, D> {
     /// XLA / StableHLO `BroadcastInDim`: this array seen at `out_shape`, its dim `i` placed at
     /// output dim `broadcast_dimensions[i]`.
     ///
@@ -74,11 +95,20 @@ pub trait BroadcastInDim<A, D: Dimension> {
     /// let typed: ndarray::ArrayView3<i32> = v.broadcast_in_dim([2, 3, 4], &[1]).unwrap();
     /// assert_eq!(typed.into_dyn(), b);
     /// ```
-    fn broadcast_in_dim<Sh: ShapeArg>(
-        &self,
+    fn broadcast_in_dim<'a, Sh: ShapeArg>(
+        &'a self,
         out_shape: Sh,
         broadcast_dimensions: &[usize],
-    ) -> Result<ArrayView<'_, A, Sh::Dim>>;
+    ) -> Result<ArrayView<'a, A, Sh::Dim>>
+    where
+        D: 'a,
+    {
+        let op = "broadcast_in_dim";
+        let out = out_shape.into_dim();
+        let view =
+            broadcast_in_dim_view(op, self.array().view(), out.slice(), broadcast_dimensions)?;
+        into_view_dim(op, view)
+    }
 
     /// XLA `Broadcast`: new major dims of the given sizes prepended, zero-copy (stride 0).
     ///
@@ -94,39 +124,32 @@ pub trait BroadcastInDim<A, D: Dimension> {
     /// let typed: ndarray::ArrayView3<i32> = v.broadcast_leading([4, 3]).unwrap();
     /// assert_eq!(typed.shape(), &[4, 3, 2]);
     /// ```
-    fn broadcast_leading<Sh>(&self, sizes: Sh) -> Result<ArrayView<'_, A, LeadingDim<Sh, D>>>
+    fn broadcast_leading<'a, Sh>(&'a self, sizes: Sh) -> Result<ArrayView<'a, A, LeadingDim<Sh, D>>>
     where
-        Sh: ShapeArg,
-        Sh::Dim: DimConcat<D>;
-}
-
-/// The dimension type of `sizes` of type `Sh` prepended to an array of dimension type `D`.
-pub type LeadingDim<Sh, D> = <<Sh as ShapeArg>::Dim as DimConcat<D>>::Output;
-
-impl<A, D: Dimension> BroadcastInDim<A, D> for ArrayRef<A, D> {
-    fn broadcast_in_dim<Sh: ShapeArg>(
-        &self,
-        out_shape: Sh,
-        broadcast_dimensions: &[usize],
-    ) -> Result<ArrayView<'_, A, Sh::Dim>> {
-        let op = "broadcast_in_dim";
-        let out = out_shape.into_dim();
-        let view = broadcast_in_dim_view(op, self.view(), out.slice(), broadcast_dimensions)?;
-        into_view_dim(op, view)
-    }
-
-    fn broadcast_leading<Sh>(&self, sizes: Sh) -> Result<ArrayView<'_, A, LeadingDim<Sh, D>>>
-    where
+        D: 'a,
         Sh: ShapeArg,
         Sh::Dim: DimConcat<D>,
     {
         let op = "broadcast_leading";
         let sizes = sizes.into_dim();
-        let out: Vec<usize> = sizes.slice().iter().chain(self.shape()).copied().collect();
+        let out: Vec<usize> = sizes
+            .slice()
+            .iter()
+            .chain(self.array().shape())
+            .copied()
+            .collect();
         let dims: Vec<usize> = (sizes.ndim()..out.len()).collect();
-        into_view_dim(op, broadcast_in_dim_view(op, self.view(), &out, &dims)?)
+        into_view_dim(
+            op,
+            broadcast_in_dim_view(op, self.array().view(), &out, &dims)?,
+        )
     }
 }
+
+/// The dimension type of `sizes` of type `Sh` prepended to an array of dimension type `D`.
+pub type LeadingDim<Sh, D> = <<Sh as ShapeArg>::Dim as DimConcat<D>>::Output;
+
+impl<A, D: Dimension> BroadcastInDim<A, D> for ArrayRef<A, D> {}
 
 /// A view converted to the dimension type the caller's types promise.
 fn into_view_dim<'a, A, O: Dimension>(
@@ -345,7 +368,7 @@ where
 }
 
 /// A generic binary op under XLA's broadcasting rule, on every ndarray array and view.
-pub trait ZipBcast<A, D: Dimension> {
+pub trait ZipBcast<A, D: Dimension>: Sealed<A, D> {
     /// `f(lhs, rhs)` elementwise, `rhs` broadcast by XLA's rule with explicit
     /// `broadcast_dimensions` (see [`crate::shape::binary_op_shape`]).
     ///
@@ -373,7 +396,10 @@ pub trait ZipBcast<A, D: Dimension> {
         C: Send,
         D: DimMax<E>,
         E: Dimension,
-        F: Fn(A, B) -> C + Sync + Send;
+        F: Fn(A, B) -> C + Sync + Send,
+    {
+        zip_collect("zip", self.array(), rhs, broadcast_dimensions, f)
+    }
 
     /// [`zip_bcast`](ZipBcast::zip_bcast) into `out`, which must have the result's shape
     /// (otherwise [`BroadcastError::OutputShape`] and nothing is written).
@@ -399,7 +425,10 @@ pub trait ZipBcast<A, D: Dimension> {
         C: Send,
         E: Dimension,
         O: Dimension,
-        F: Fn(A, B) -> C + Sync + Send;
+        F: Fn(A, B) -> C + Sync + Send,
+    {
+        zip_into("zip", self.array(), rhs, broadcast_dimensions, out, f)
+    }
 
     /// `self = f(self, rhs)` in place; `self` must already have the result's shape (otherwise
     /// [`BroadcastError::OutputShape`] and `self` is unchanged).
@@ -422,60 +451,13 @@ pub trait ZipBcast<A, D: Dimension> {
         A: Clone + Send + Sync,
         B: Clone + Sync,
         E: Dimension,
-        F: Fn(A, B) -> A + Sync + Send;
-}
-
-impl<A, D: Dimension> ZipBcast<A, D> for ArrayRef<A, D> {
-    fn zip_bcast<B, C, E, F>(
-        &self,
-        rhs: &ArrayRef<B, E>,
-        broadcast_dimensions: &[usize],
-        f: F,
-    ) -> Result<Array<C, DimMaxOf<D, E>>>
-    where
-        A: Clone + Sync,
-        B: Clone + Sync,
-        C: Send,
-        D: DimMax<E>,
-        E: Dimension,
-        F: Fn(A, B) -> C + Sync + Send,
-    {
-        zip_collect("zip", self, rhs, broadcast_dimensions, f)
-    }
-
-    fn zip_bcast_into<B, C, E, O, F>(
-        &self,
-        rhs: &ArrayRef<B, E>,
-        broadcast_dimensions: &[usize],
-        out: &mut ArrayRef<C, O>,
-        f: F,
-    ) -> Result<()>
-    where
-        A: Clone + Sync,
-        B: Clone + Sync,
-        C: Send,
-        E: Dimension,
-        O: Dimension,
-        F: Fn(A, B) -> C + Sync + Send,
-    {
-        zip_into("zip", self, rhs, broadcast_dimensions, out, f)
-    }
-
-    fn zip_assign_bcast<B, E, F>(
-        &mut self,
-        rhs: &ArrayRef<B, E>,
-        broadcast_dimensions: &[usize],
-        f: F,
-    ) -> Result<()>
-    where
-        A: Clone + Send + Sync,
-        B: Clone + Sync,
-        E: Dimension,
         F: Fn(A, B) -> A + Sync + Send,
     {
-        zip_assign("zip", self, rhs, broadcast_dimensions, f)
+        zip_assign("zip", self.array_mut(), rhs, broadcast_dimensions, f)
     }
 }
+
+impl<A, D: Dimension> ZipBcast<A, D> for ArrayRef<A, D> {}
 
 /// Generates the arithmetic family: for each op, the allocating method, `_into` and the in-place
 /// `_assign` form, all over the same three implementations above.
@@ -489,7 +471,7 @@ macro_rules! arith_family {
         /// compile time) and comes in three forms: `op_bcast` (a fresh array whose dimension
         /// type is ndarray's `DimMax` of the operands'), `op_bcast_into` (into a caller's array of
         /// the result shape) and `op_assign_bcast` (in place, `self` already has the result shape).
-        pub trait ArithBcast<A: XlaElement, D: Dimension> {
+        pub trait ArithBcast<A: XlaElement, D: Dimension>: Sealed<A, D> {
             $(
                 #[doc = concat!("Elementwise `", $op, "` with XLA broadcasting ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]
                 ///
@@ -510,7 +492,10 @@ macro_rules! arith_family {
                 where
                     A: $bound,
                     D: DimMax<E>,
-                    E: Dimension;
+                    E: Dimension,
+                {
+                    zip_collect($op, self.array(), rhs, broadcast_dimensions, A::$elem)
+                }
 
                 #[doc = concat!("[`", stringify!($name), "`](ArithBcast::", stringify!($name), ") into `out`, which must have the result's shape (otherwise [`BroadcastError::OutputShape`] and nothing is written).")]
                 ///
@@ -526,7 +511,10 @@ macro_rules! arith_family {
                 where
                     A: $bound,
                     E: Dimension,
-                    O: Dimension;
+                    O: Dimension,
+                {
+                    zip_into($op, self.array(), rhs, broadcast_dimensions, out, A::$elem)
+                }
 
                 #[doc = concat!("In-place [`", stringify!($name), "`](ArithBcast::", stringify!($name), "): `self` must already have the result's shape (otherwise [`BroadcastError::OutputShape`] and `self` is unchanged).")]
                 ///
@@ -541,7 +529,10 @@ macro_rules! arith_family {
                 fn $assign<E>(&mut self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<()>
                 where
                     A: $bound,
-                    E: Dimension;
+                    E: Dimension,
+                {
+                    zip_assign($op, self.array_mut(), rhs, broadcast_dimensions, A::$elem)
+                }
             )*
 
             /// A view of this array behind the `std::ops` operators with strict XLA semantics:
@@ -557,42 +548,15 @@ macro_rules! arith_family {
             /// let col = array![[10], [20]];
             /// assert_eq!(a.strict() + &col, array![[11, 12, 13], [24, 25, 26]]);
             /// ```
-            fn strict(&self) -> StrictView<'_, A, D>;
-        }
-
-        impl<A: XlaElement, D: Dimension> ArithBcast<A, D> for ArrayRef<A, D> {
-            $(
-                fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<A, DimMaxOf<D, E>>>
-                where
-                    A: $bound,
-                    D: DimMax<E>,
-                    E: Dimension,
-                {
-                    zip_collect($op, self, rhs, broadcast_dimensions, A::$elem)
-                }
-
-                fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<A, O>) -> Result<()>
-                where
-                    A: $bound,
-                    E: Dimension,
-                    O: Dimension,
-                {
-                    zip_into($op, self, rhs, broadcast_dimensions, out, A::$elem)
-                }
-
-                fn $assign<E>(&mut self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<()>
-                where
-                    A: $bound,
-                    E: Dimension,
-                {
-                    zip_assign($op, self, rhs, broadcast_dimensions, A::$elem)
-                }
-            )*
-
-            fn strict(&self) -> StrictView<'_, A, D> {
-                Strict::new(self.view())
+            fn strict<'a>(&'a self) -> StrictView<'a, A, D>
+            where
+                D: 'a,
+            {
+                Strict::new(self.array().view())
             }
         }
+
+        impl<A: XlaElement, D: Dimension> ArithBcast<A, D> for ArrayRef<A, D> {}
     };
 }
 
@@ -622,7 +586,7 @@ macro_rules! compare_family {
         /// Floats compare as IEEE-754 does (any comparison with NaN is false, except `ne`);
         /// `bool` orders `false < true`. `eq` and `ne` need only `PartialEq` (complex numbers
         /// have them), the orderings `PartialOrd`.
-        pub trait CompareBcast<A: Clone + Sync, D: Dimension> {
+        pub trait CompareBcast<A: Clone + Sync, D: Dimension>: Sealed<A, D> {
             $(
                 #[doc = concat!("`self ", stringify!($cmp), " rhs` elementwise with XLA broadcasting.")]
                 ///
@@ -638,7 +602,10 @@ macro_rules! compare_family {
                 where
                     A: $bound,
                     D: DimMax<E>,
-                    E: Dimension;
+                    E: Dimension,
+                {
+                    zip_collect($op, self.array(), rhs, broadcast_dimensions, |a: A, b: A| a $cmp b)
+                }
 
                 #[doc = concat!("[`", stringify!($name), "`](CompareBcast::", stringify!($name), ") into a `bool` array of the result's shape.")]
                 ///
@@ -654,31 +621,14 @@ macro_rules! compare_family {
                 where
                     A: $bound,
                     E: Dimension,
-                    O: Dimension;
-            )*
-        }
-
-        impl<A: Clone + Sync, D: Dimension> CompareBcast<A, D> for ArrayRef<A, D> {
-            $(
-                fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<bool, DimMaxOf<D, E>>>
-                where
-                    A: $bound,
-                    D: DimMax<E>,
-                    E: Dimension,
-                {
-                    zip_collect($op, self, rhs, broadcast_dimensions, |a: A, b: A| a $cmp b)
-                }
-
-                fn $into<E, O>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize], out: &mut ArrayRef<bool, O>) -> Result<()>
-                where
-                    A: $bound,
-                    E: Dimension,
                     O: Dimension,
                 {
-                    zip_into($op, self, rhs, broadcast_dimensions, out, |a: A, b: A| a $cmp b)
+                    zip_into($op, self.array(), rhs, broadcast_dimensions, out, |a: A, b: A| a $cmp b)
                 }
             )*
         }
+
+        impl<A: Clone + Sync, D: Dimension> CompareBcast<A, D> for ArrayRef<A, D> {}
     };
 }
 
@@ -736,7 +686,7 @@ fn clamp_bounds<'m, 'n, 'o: 'm + 'n, A, E1: Dimension, E2: Dimension>(
 /// XLA `Clamp(min, operand, max)` on every ndarray array and view (the operand): each element
 /// held between its bounds, `min(max(x, min), max)` with XLA's `max` and `min` (NaN propagates;
 /// `bool`: `(x | min) & max`). Each bound is a scalar (rank 0) or has the operand's shape.
-pub trait ClampBcast<A, D: Dimension> {
+pub trait ClampBcast<A, D: Dimension>: Sealed<A, D> {
     /// `self` clamped between `min` and `max`, into a fresh array of `self`'s shape.
     ///
     /// # Errors
@@ -757,7 +707,15 @@ pub trait ClampBcast<A, D: Dimension> {
         max: &ArrayRef<A, E2>,
     ) -> Result<Array<A, D>>
     where
-        A: XlaOrd;
+        A: XlaOrd,
+    {
+        let mut shape = Dims::new();
+        let x = self.array();
+        let (lo, hi) = clamp_bounds(min, x.shape(), max, &mut shape)?;
+        let x_src = Src::of(x);
+        let kernel = Zip3::new(&A::xla_clamp, &x_src, &lo, &hi);
+        engine::collect("clamp", x.raw_dim(), &kernel, Fresh::FollowInputs)
+    }
 
     /// [`clamp_bcast`](ClampBcast::clamp_bcast) into `out`, which must have `self`'s shape
     /// (otherwise [`BroadcastError::OutputShape`] and nothing is written).
@@ -777,7 +735,15 @@ pub trait ClampBcast<A, D: Dimension> {
         out: &mut ArrayRef<A, O>,
     ) -> Result<()>
     where
-        A: XlaOrd;
+        A: XlaOrd,
+    {
+        let mut shape = Dims::new();
+        let x = self.array();
+        let (lo, hi) = clamp_bounds(min, x.shape(), max, &mut shape)?;
+        check_out("clamp", x.shape(), out.shape())?;
+        engine::into(out, &Zip3::new(&A::xla_clamp, &Src::of(x), &lo, &hi));
+        Ok(())
+    }
 
     /// `self` clamped in place (on error, `self` is unchanged).
     ///
@@ -795,57 +761,18 @@ pub trait ClampBcast<A, D: Dimension> {
         max: &ArrayRef<A, E2>,
     ) -> Result<()>
     where
-        A: XlaOrd;
-}
-
-impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {
-    fn clamp_bcast<E1: Dimension, E2: Dimension>(
-        &self,
-        min: &ArrayRef<A, E1>,
-        max: &ArrayRef<A, E2>,
-    ) -> Result<Array<A, D>>
-    where
         A: XlaOrd,
     {
         let mut shape = Dims::new();
-        let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
-        let x = Src::of(self);
-        let kernel = Zip3::new(&A::xla_clamp, &x, &lo, &hi);
-        engine::collect("clamp", self.raw_dim(), &kernel, Fresh::FollowInputs)
-    }
-
-    fn clamp_bcast_into<E1: Dimension, E2: Dimension, O: Dimension>(
-        &self,
-        min: &ArrayRef<A, E1>,
-        max: &ArrayRef<A, E2>,
-        out: &mut ArrayRef<A, O>,
-    ) -> Result<()>
-    where
-        A: XlaOrd,
-    {
-        let mut shape = Dims::new();
-        let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
-        check_out("clamp", self.shape(), out.shape())?;
-        engine::into(out, &Zip3::new(&A::xla_clamp, &Src::of(self), &lo, &hi));
-        Ok(())
-    }
-
-    fn clamp_assign_bcast<E1: Dimension, E2: Dimension>(
-        &mut self,
-        min: &ArrayRef<A, E1>,
-        max: &ArrayRef<A, E2>,
-    ) -> Result<()>
-    where
-        A: XlaOrd,
-    {
-        let mut shape = Dims::new();
-        let (lo, hi) = clamp_bounds(min, self.shape(), max, &mut shape)?;
+        let (lo, hi) = clamp_bounds(min, self.array().shape(), max, &mut shape)?;
         // min(max(x, lo), hi) as two passes in place: the same values as one.
-        engine::assign(self, &lo, &A::xla_max);
-        engine::assign(self, &hi, &A::xla_min);
+        engine::assign(self.array_mut(), &lo, &A::xla_max);
+        engine::assign(self.array_mut(), &hi, &A::xla_min);
         Ok(())
     }
 }
+
+impl<A, D: Dimension> ClampBcast<A, D> for ArrayRef<A, D> {}
 
 /// `Select`'s element function.
 fn choose<T>(p: bool, on_true: T, on_false: T) -> T {
@@ -857,7 +784,7 @@ fn choose<T>(p: bool, on_true: T, on_false: T) -> T {
 }
 
 /// XLA `Select` on a `bool` predicate array or view.
-pub trait SelectBcast<D: Dimension> {
+pub trait SelectBcast<D: Dimension>: Sealed<bool, D> {
     /// `pred ? on_true : on_false` elementwise. The three operands have equal ranks and
     /// broadcast degenerate (size-1) dims, or are rank 0 and broadcast to anything (XLA's rule
     /// for `Select`, see [`crate::shape::select_shape`]).
@@ -882,7 +809,14 @@ pub trait SelectBcast<D: Dimension> {
         D: DimMax<E1>,
         DimMaxOf<D, E1>: DimMax<E2>,
         E1: Dimension,
-        E2: Dimension;
+        E2: Dimension,
+    {
+        let mut shape = Vec::new();
+        let (p, t, f) = select_inputs(self.array(), on_true, on_false, &mut shape)?;
+        let dim = out_dim("select", p.shape())?;
+        let kernel = Zip3::new(&choose, &p, &t, &f);
+        engine::collect("select", dim, &kernel, Fresh::FollowInputs)
+    }
 
     /// [`select_bcast`](SelectBcast::select_bcast) into `out`, which must have the result's shape.
     ///
@@ -904,48 +838,17 @@ pub trait SelectBcast<D: Dimension> {
         T: Clone + Send + Sync,
         E1: Dimension,
         E2: Dimension,
-        O: Dimension;
-}
-
-impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {
-    fn select_bcast<T, E1, E2>(
-        &self,
-        on_true: &ArrayRef<T, E1>,
-        on_false: &ArrayRef<T, E2>,
-    ) -> Result<Array<T, DimMaxOf<DimMaxOf<D, E1>, E2>>>
-    where
-        T: Clone + Send + Sync,
-        D: DimMax<E1>,
-        DimMaxOf<D, E1>: DimMax<E2>,
-        E1: Dimension,
-        E2: Dimension,
-    {
-        let mut shape = Vec::new();
-        let (p, t, f) = select_inputs(self, on_true, on_false, &mut shape)?;
-        let dim = out_dim("select", p.shape())?;
-        let kernel = Zip3::new(&choose, &p, &t, &f);
-        engine::collect("select", dim, &kernel, Fresh::FollowInputs)
-    }
-
-    fn select_bcast_into<T, E1, E2, O>(
-        &self,
-        on_true: &ArrayRef<T, E1>,
-        on_false: &ArrayRef<T, E2>,
-        out: &mut ArrayRef<T, O>,
-    ) -> Result<()>
-    where
-        T: Clone + Send + Sync,
-        E1: Dimension,
-        E2: Dimension,
         O: Dimension,
     {
         let mut shape = Vec::new();
-        let (p, t, f) = select_inputs(self, on_true, on_false, &mut shape)?;
+        let (p, t, f) = select_inputs(self.array(), on_true, on_false, &mut shape)?;
         check_out("select", p.shape(), out.shape())?;
         engine::into(out, &Zip3::new(&choose, &p, &t, &f));
         Ok(())
     }
 }
+
+impl<D: Dimension> SelectBcast<D> for ArrayRef<bool, D> {}
 
 #[cfg(test)]
 mod tests {

@@ -26,11 +26,11 @@ use ndarray::{Array, ArrayRef, Dimension};
 use crate::element::XlaElement;
 use crate::engine::{self, Fold, FoldOrder};
 use crate::error::Result;
-use crate::ops::check_out;
+use crate::ops::{check_out, sealed::Sealed};
 use crate::shape::{binary_plan, in_dim_check, ShapeArg};
 
 /// Reductions back to an operand's shape, on every ndarray array and view.
-pub trait ReduceInDim<A, D: Dimension> {
+pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     /// The adjoint of [`broadcast_in_dim`](crate::ops::BroadcastInDim::broadcast_in_dim): this
     /// array (of the broadcast's output shape) summed back to `operand_shape`.
     ///
@@ -59,7 +59,18 @@ pub trait ReduceInDim<A, D: Dimension> {
         broadcast_dimensions: &[usize],
     ) -> Result<Array<A, Sh::Dim>>
     where
-        A: XlaElement;
+        A: XlaElement,
+    {
+        reduce_fresh(
+            "reduce_in_dim",
+            self.array(),
+            operand_shape.into_dim(),
+            broadcast_dimensions,
+            A::xla_zero(),
+            A::xla_add,
+            FoldOrder::Any,
+        )
+    }
 
     /// [`reduce_in_dim`](ReduceInDim::reduce_in_dim) with any associative reduction `f` and its
     /// `identity` (sum: `0` and `+`; max: lowest and `max`; product: `1` and `*`; ...).
@@ -95,7 +106,18 @@ pub trait ReduceInDim<A, D: Dimension> {
     ) -> Result<Array<A, Sh::Dim>>
     where
         A: Clone + Send + Sync,
-        F: Fn(A, A) -> A + Sync + Send;
+        F: Fn(A, A) -> A + Sync + Send,
+    {
+        reduce_fresh(
+            "reduce_in_dim",
+            self.array(),
+            operand_shape.into_dim(),
+            broadcast_dimensions,
+            identity,
+            f,
+            FoldOrder::Index,
+        )
+    }
 
     /// [`reduce_in_dim`](ReduceInDim::reduce_in_dim) into `out`, whose shape is the operand's.
     /// Its previous contents are overwritten; on error nothing is written.
@@ -114,7 +136,18 @@ pub trait ReduceInDim<A, D: Dimension> {
         out: &mut ArrayRef<A, E>,
     ) -> Result<()>
     where
-        A: XlaElement;
+        A: XlaElement,
+    {
+        reduce_checked(
+            "reduce_in_dim",
+            self.array(),
+            broadcast_dimensions,
+            A::xla_zero(),
+            &A::xla_add,
+            FoldOrder::Any,
+            out,
+        )
+    }
 
     /// [`reduce_in_dim_with`](ReduceInDim::reduce_in_dim_with) into `out`, whose shape is the
     /// operand's, combining in the same order. Its previous contents are overwritten; on error
@@ -137,7 +170,18 @@ pub trait ReduceInDim<A, D: Dimension> {
     ) -> Result<()>
     where
         A: Clone + Send + Sync,
-        F: Fn(A, A) -> A + Sync + Send;
+        F: Fn(A, A) -> A + Sync + Send,
+    {
+        reduce_checked(
+            "reduce_in_dim",
+            self.array(),
+            broadcast_dimensions,
+            identity,
+            &f,
+            FoldOrder::Index,
+            out,
+        )
+    }
 }
 
 /// For each dim of the broadcast output, the operand dim it came from.
@@ -174,89 +218,7 @@ where
     engine::reduce(op, out, &from, src, fold, true)
 }
 
-impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {
-    fn reduce_in_dim<Sh: ShapeArg>(
-        &self,
-        operand_shape: Sh,
-        broadcast_dimensions: &[usize],
-    ) -> Result<Array<A, Sh::Dim>>
-    where
-        A: XlaElement,
-    {
-        reduce_fresh(
-            "reduce_in_dim",
-            self,
-            operand_shape.into_dim(),
-            broadcast_dimensions,
-            A::xla_zero(),
-            A::xla_add,
-            FoldOrder::Any,
-        )
-    }
-
-    fn reduce_in_dim_with<Sh: ShapeArg, F>(
-        &self,
-        operand_shape: Sh,
-        broadcast_dimensions: &[usize],
-        identity: A,
-        f: F,
-    ) -> Result<Array<A, Sh::Dim>>
-    where
-        A: Clone + Send + Sync,
-        F: Fn(A, A) -> A + Sync + Send,
-    {
-        reduce_fresh(
-            "reduce_in_dim",
-            self,
-            operand_shape.into_dim(),
-            broadcast_dimensions,
-            identity,
-            f,
-            FoldOrder::Index,
-        )
-    }
-
-    fn reduce_in_dim_into<E: Dimension>(
-        &self,
-        broadcast_dimensions: &[usize],
-        out: &mut ArrayRef<A, E>,
-    ) -> Result<()>
-    where
-        A: XlaElement,
-    {
-        reduce_checked(
-            "reduce_in_dim",
-            self,
-            broadcast_dimensions,
-            A::xla_zero(),
-            &A::xla_add,
-            FoldOrder::Any,
-            out,
-        )
-    }
-
-    fn reduce_in_dim_with_into<E: Dimension, F>(
-        &self,
-        broadcast_dimensions: &[usize],
-        identity: A,
-        f: F,
-        out: &mut ArrayRef<A, E>,
-    ) -> Result<()>
-    where
-        A: Clone + Send + Sync,
-        F: Fn(A, A) -> A + Sync + Send,
-    {
-        reduce_checked(
-            "reduce_in_dim",
-            self,
-            broadcast_dimensions,
-            identity,
-            &f,
-            FoldOrder::Index,
-            out,
-        )
-    }
-}
+impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {}
 
 /// The fresh form of [`reduce_checked`]: checks before allocating (the operand shape may be
 /// absurd), and the allocation already holds the identity.
