@@ -330,90 +330,97 @@ mod sse2 {
 mod avx {
     use std::arch::x86_64::*;
 
-    /// # Safety
-    /// As [`super::transpose_tile`] for 4-byte elements, with `rows` and `cols` multiples of 8,
-    /// on a CPU with AVX.
-    #[target_feature(enable = "avx")]
-    pub(super) unsafe fn tile_32(
-        src: *const f32,
-        stride: isize,
-        dst: *mut f32,
-        p: isize,
-        [rows, cols]: [usize; 2],
-    ) {
-        // SAFETY: each 16-byte load reads 4 elements of source row `c0 + k` (k < 8) from
-        // row `r0 + at` (at is 0 or 4), each 32-byte store 8 elements of destination row `r0 + at + j`
-        // at columns `c0..c0 + 8`: inside the caller's shape, whose sides are multiples of 8. The caller
-        // checked that the CPU has AVX; the loads and stores are unaligned ones.
-        unsafe {
-            for c0 in (0..cols).step_by(8) {
-                for r0 in (0..rows).step_by(8) {
-                    let s = src.offset(c0 as isize * stride).add(r0);
-                    // Source rows k and k + 4, elements `at..at + 4` of each, in one register: the
-                    // 128-bit lane swap is done by the loads (an insert from memory does not use the
-                    // shuffle port, which is what bounds a register transpose).
-                    let pair = |k: isize, at: usize| {
-                        let lo = _mm_loadu_ps(s.offset(k * stride).add(at));
-                        let hi = _mm_loadu_ps(s.offset((k + 4) * stride).add(at));
-                        _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi)
-                    };
-                    let d = dst.offset(r0 as isize * p + c0 as isize);
-                    for half in 0..2 {
-                        let at = 4 * half;
-                        let (a, b, c, e) = (pair(0, at), pair(1, at), pair(2, at), pair(3, at));
-                        // Interleave pairs, then quads: lane 0 holds rows 0-3, lane 1 rows 4-7.
-                        let (ab0, ab1) = (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
-                        let (ce0, ce1) = (_mm256_unpacklo_ps(c, e), _mm256_unpackhi_ps(c, e));
-                        let out = [
-                            _mm256_shuffle_ps::<0x44>(ab0, ce0),
-                            _mm256_shuffle_ps::<0xEE>(ab0, ce0),
-                            _mm256_shuffle_ps::<0x44>(ab1, ce1),
-                            _mm256_shuffle_ps::<0xEE>(ab1, ce1),
-                        ];
-                        for (j, v) in out.into_iter().enumerate() {
-                            _mm256_storeu_ps(d.offset((at + j) as isize * p), v);
+    /// Generates a register transpose of `$n`x`$n` blocks. Source rows `k` and `k + $n / 2` share
+    /// one register, so the 128-bit lane swap is done by the loads (an insert from memory does not
+    /// use the shuffle port, which is what bounds a register transpose); `$net` turns the `$n / 2`
+    /// registers of one half of the block's columns into as many destination rows.
+    macro_rules! tile {
+        ($name:ident, $t:ty, $n:literal, $size:literal, [$($k:literal),*], $load:ident, $cast:ident,
+         $insert:ident, $store:ident, |$r:ident| $net:expr) => {
+            /// # Safety
+            #[doc = concat!("As [`super::transpose_tile`] for ", $size, "-byte elements, with `rows` and `cols` multiples of 8, on a CPU with AVX.")]
+            #[target_feature(enable = "avx")]
+            pub(super) unsafe fn $name(
+                src: *const $t,
+                stride: isize,
+                dst: *mut $t,
+                p: isize,
+                [rows, cols]: [usize; 2],
+            ) {
+                // SAFETY: each 16-byte load reads `$n / 2` elements of source row `c0 + k`
+                // (k < $n) from row `r0 + at` (at is 0 or $n / 2), each 32-byte store `$n`
+                // elements of destination row `r0 + at + j` at columns `c0..c0 + $n`: inside the
+                // caller's shape, whose sides are multiples of 8 (so of `$n`). The caller checked
+                // that the CPU has AVX; the loads and stores are unaligned ones.
+                unsafe {
+                    for c0 in (0..cols).step_by($n) {
+                        for r0 in (0..rows).step_by($n) {
+                            let s = src.offset(c0 as isize * stride).add(r0);
+                            let pair = |k: isize, at: usize| {
+                                let lo = $load(s.offset(k * stride).add(at));
+                                let hi = $load(s.offset((k + $n / 2) * stride).add(at));
+                                $insert::<1>($cast(lo), hi)
+                            };
+                            let d = dst.offset(r0 as isize * p + c0 as isize);
+                            for half in 0..2 {
+                                let at = $n / 2 * half;
+                                let $r = [$(pair($k, at)),*];
+                                for (j, v) in $net.into_iter().enumerate() {
+                                    $store(d.offset((at + j) as isize * p), v);
+                                }
+                            }
                         }
                     }
                 }
             }
-        }
+        };
     }
 
-    /// # Safety
-    /// As [`super::transpose_tile`] for 8-byte elements, with `rows` and `cols` multiples of 8,
-    /// on a CPU with AVX.
-    #[target_feature(enable = "avx")]
-    pub(super) unsafe fn tile_64(
-        src: *const f64,
-        stride: isize,
-        dst: *mut f64,
-        p: isize,
-        [rows, cols]: [usize; 2],
-    ) {
-        // SAFETY: as in `tile_32`, for 4x4 blocks of 8-byte elements: 2 elements per load,
-        // 4 per store, inside the caller's shape (multiples of 8, so of 4).
-        unsafe {
-            for c0 in (0..cols).step_by(4) {
-                for r0 in (0..rows).step_by(4) {
-                    let s = src.offset(c0 as isize * stride).add(r0);
-                    // Source rows k and k + 2, elements `at..at + 2` of each, in one register (see
-                    // `tile_32`).
-                    let pair = |k: isize, at: usize| {
-                        let lo = _mm_loadu_pd(s.offset(k * stride).add(at));
-                        let hi = _mm_loadu_pd(s.offset((k + 2) * stride).add(at));
-                        _mm256_insertf128_pd::<1>(_mm256_castpd128_pd256(lo), hi)
-                    };
-                    let d = dst.offset(r0 as isize * p + c0 as isize);
-                    for half in 0..2 {
-                        let at = 2 * half;
-                        let (a, b) = (pair(0, at), pair(1, at));
-                        _mm256_storeu_pd(d.offset(at as isize * p), _mm256_unpacklo_pd(a, b));
-                        _mm256_storeu_pd(d.offset((at + 1) as isize * p), _mm256_unpackhi_pd(a, b));
-                    }
-                }
-            }
+    // Interleave pairs, then quads: lane 0 holds rows 0-3, lane 1 rows 4-7.
+    tile!(
+        tile_32,
+        f32,
+        8,
+        "4",
+        [0, 1, 2, 3],
+        _mm_loadu_ps,
+        _mm256_castps128_ps256,
+        _mm256_insertf128_ps,
+        _mm256_storeu_ps,
+        |r| {
+            let (ab0, ab1) = (
+                _mm256_unpacklo_ps(r[0], r[1]),
+                _mm256_unpackhi_ps(r[0], r[1]),
+            );
+            let (ce0, ce1) = (
+                _mm256_unpacklo_ps(r[2], r[3]),
+                _mm256_unpackhi_ps(r[2], r[3]),
+            );
+            [
+                _mm256_shuffle_ps::<0x44>(ab0, ce0),
+                _mm256_shuffle_ps::<0xEE>(ab0, ce0),
+                _mm256_shuffle_ps::<0x44>(ab1, ce1),
+                _mm256_shuffle_ps::<0xEE>(ab1, ce1),
+            ]
         }
-    }
+    );
+    tile!(
+        tile_64,
+        f64,
+        4,
+        "8",
+        [0, 1],
+        _mm_loadu_pd,
+        _mm256_castpd128_pd256,
+        _mm256_insertf128_pd,
+        _mm256_storeu_pd,
+        |r| {
+            [
+                _mm256_unpacklo_pd(r[0], r[1]),
+                _mm256_unpackhi_pd(r[0], r[1]),
+            ]
+        }
+    );
 }
 
 /// Gathers for stepped sources (chosen at run time, see [`gathers`]): each staged row of 8
