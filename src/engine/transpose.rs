@@ -192,6 +192,36 @@ pub(super) const fn pitch(size: usize) -> usize {
     TILE + 64 / size
 }
 
+/// Calls `block(s, d)` for each `n`x`n` block of a tile, `s` at the block's first source element
+/// (source row `c0`, element `r0`) and `d` at its first destination slot (row `r0`, column `c0`).
+///
+/// # Safety
+/// As [`transpose_tile`], with `rows` and `cols` multiples of `n`: then each block lies inside the
+/// tile, and `block` may read the `n` elements from `s + k * stride` and write the `n` slots from
+/// `d + k * p`, for each `k < n`.
+#[inline(always)]
+unsafe fn for_blocks<U>(
+    n: usize,
+    src: *const U,
+    stride: isize,
+    dst: *mut U,
+    p: isize,
+    [rows, cols]: [usize; 2],
+    mut block: impl FnMut(*const U, *mut U),
+) {
+    for c0 in (0..cols).step_by(n) {
+        for r0 in (0..rows).step_by(n) {
+            // SAFETY: `r0 < rows` and `c0 < cols`, so both are positions inside the caller's
+            // tile.
+            let (s, d) = unsafe {
+                let s = src.offset(c0 as isize * stride).add(r0);
+                (s, dst.offset(r0 as isize * p + c0 as isize))
+            };
+            block(s, d);
+        }
+    }
+}
+
 /// The portable transpose: 8x8 blocks, each read as eight short runs along source rows, so the
 /// eight lines a block touches stay in L1 while the block is written.
 ///
@@ -204,20 +234,17 @@ unsafe fn blocks<U: Copy>(
     p: isize,
     [rows, cols]: [usize; 2],
 ) {
-    // SAFETY: every position `(r, c)` copied has `r < rows` and `c < cols` (multiples
-    // of 8, so the blocks tile the shape exactly), inside the caller's shape.
+    // SAFETY: the caller's contract is `for_blocks`'s for n = 8, and each block reads
+    // `s + c * stride + r` and writes `d + r * p + c` for `r, c < 8`.
     unsafe {
-        const B: usize = 8;
-        for c0 in (0..cols).step_by(B) {
-            for r0 in (0..rows).step_by(B) {
-                for c in c0..c0 + B {
-                    let row = src.offset(c as isize * stride);
-                    for r in r0..r0 + B {
-                        *dst.offset(r as isize * p + c as isize) = *row.add(r);
-                    }
+        for_blocks(8, src, stride, dst, p, [rows, cols], |s, d| {
+            for c in 0..8 {
+                let row = s.offset(c * stride);
+                for r in 0..8 {
+                    *d.offset(r * p + c) = *row.offset(r);
                 }
             }
-        }
+        });
     }
 }
 
@@ -237,42 +264,37 @@ mod sse2 {
         p: isize,
         [rows, cols]: [usize; 2],
     ) {
-        // SAFETY: each 8-byte load reads source row `c0 + k` at elements `r0..r0 + 8`
-        // and each 8-byte store writes destination row `r0 + j` at columns `c0..c0 + 8`: all inside the
-        // caller's shape, whose sides are multiples of 8. SSE2 is part of every x86_64 CPU, and the
-        // unaligned loads and stores need no alignment.
+        // SAFETY: the caller's contract is `for_blocks`'s for n = 8; each 8-byte load reads
+        // source row k < 8 of a block and each 8-byte store writes its destination row j < 8.
+        // SSE2 is part of every x86_64 CPU, and the unaligned loads and stores need no alignment.
         unsafe {
-            for c0 in (0..cols).step_by(8) {
-                for r0 in (0..rows).step_by(8) {
-                    let s = src.offset(c0 as isize * stride).add(r0);
-                    // Source row k, elements r0..r0 + 8, in the low half of a register.
-                    let row = |k: isize| _mm_loadl_epi64(s.offset(k * stride).cast());
-                    // Interleave bytes of row pairs, then 2-byte pairs of those, then 4-byte quads:
-                    // after the last round each half of a register is one column of the block.
-                    let b01 = _mm_unpacklo_epi8(row(0), row(1));
-                    let b23 = _mm_unpacklo_epi8(row(2), row(3));
-                    let b45 = _mm_unpacklo_epi8(row(4), row(5));
-                    let b67 = _mm_unpacklo_epi8(row(6), row(7));
-                    let w = [
-                        _mm_unpacklo_epi16(b01, b23),
-                        _mm_unpackhi_epi16(b01, b23),
-                        _mm_unpacklo_epi16(b45, b67),
-                        _mm_unpackhi_epi16(b45, b67),
-                    ];
-                    let cols = [
-                        _mm_unpacklo_epi32(w[0], w[2]),
-                        _mm_unpackhi_epi32(w[0], w[2]),
-                        _mm_unpacklo_epi32(w[1], w[3]),
-                        _mm_unpackhi_epi32(w[1], w[3]),
-                    ];
-                    let d = dst.offset(r0 as isize * p + c0 as isize);
-                    for (j, v) in cols.into_iter().enumerate() {
-                        let j = 2 * j as isize;
-                        _mm_storel_epi64(d.offset(j * p).cast(), v);
-                        _mm_storel_epi64(d.offset((j + 1) * p).cast(), _mm_unpackhi_epi64(v, v));
-                    }
+            super::for_blocks(8, src, stride, dst, p, [rows, cols], |s, d| {
+                // Source row k, elements r0..r0 + 8, in the low half of a register.
+                let row = |k: isize| _mm_loadl_epi64(s.offset(k * stride).cast());
+                // Interleave bytes of row pairs, then 2-byte pairs of those, then 4-byte quads:
+                // after the last round each half of a register is one column of the block.
+                let b01 = _mm_unpacklo_epi8(row(0), row(1));
+                let b23 = _mm_unpacklo_epi8(row(2), row(3));
+                let b45 = _mm_unpacklo_epi8(row(4), row(5));
+                let b67 = _mm_unpacklo_epi8(row(6), row(7));
+                let w = [
+                    _mm_unpacklo_epi16(b01, b23),
+                    _mm_unpackhi_epi16(b01, b23),
+                    _mm_unpacklo_epi16(b45, b67),
+                    _mm_unpackhi_epi16(b45, b67),
+                ];
+                let cols = [
+                    _mm_unpacklo_epi32(w[0], w[2]),
+                    _mm_unpackhi_epi32(w[0], w[2]),
+                    _mm_unpacklo_epi32(w[1], w[3]),
+                    _mm_unpackhi_epi32(w[1], w[3]),
+                ];
+                for (j, v) in cols.into_iter().enumerate() {
+                    let j = 2 * j as isize;
+                    _mm_storel_epi64(d.offset(j * p).cast(), v);
+                    _mm_storel_epi64(d.offset((j + 1) * p).cast(), _mm_unpackhi_epi64(v, v));
                 }
-            }
+            });
         }
     }
 
@@ -287,39 +309,35 @@ mod sse2 {
     ) {
         // SAFETY: as in `tile_8`, with 16-byte loads and stores of 8 two-byte elements.
         unsafe {
-            for c0 in (0..cols).step_by(8) {
-                for r0 in (0..rows).step_by(8) {
-                    let s = src.offset(c0 as isize * stride).add(r0);
-                    let row = |k: isize| _mm_loadu_si128(s.offset(k * stride).cast());
-                    // Interleave 2-byte elements of row pairs, 4-byte pairs, then 8-byte quads.
-                    let r = [
-                        (row(0), row(1)),
-                        (row(2), row(3)),
-                        (row(4), row(5)),
-                        (row(6), row(7)),
-                    ];
-                    let lo = r.map(|(a, b)| _mm_unpacklo_epi16(a, b));
-                    let hi = r.map(|(a, b)| _mm_unpackhi_epi16(a, b));
-                    let q = [
-                        _mm_unpacklo_epi32(lo[0], lo[1]),
-                        _mm_unpackhi_epi32(lo[0], lo[1]),
-                        _mm_unpacklo_epi32(hi[0], hi[1]),
-                        _mm_unpackhi_epi32(hi[0], hi[1]),
-                    ];
-                    let h = [
-                        _mm_unpacklo_epi32(lo[2], lo[3]),
-                        _mm_unpackhi_epi32(lo[2], lo[3]),
-                        _mm_unpacklo_epi32(hi[2], hi[3]),
-                        _mm_unpackhi_epi32(hi[2], hi[3]),
-                    ];
-                    let d = dst.offset(r0 as isize * p + c0 as isize);
-                    for j in 0..4 {
-                        let at = |k: usize| d.offset(k as isize * p).cast::<__m128i>();
-                        _mm_storeu_si128(at(2 * j), _mm_unpacklo_epi64(q[j], h[j]));
-                        _mm_storeu_si128(at(2 * j + 1), _mm_unpackhi_epi64(q[j], h[j]));
-                    }
+            super::for_blocks(8, src, stride, dst, p, [rows, cols], |s, d| {
+                let row = |k: isize| _mm_loadu_si128(s.offset(k * stride).cast());
+                // Interleave 2-byte elements of row pairs, 4-byte pairs, then 8-byte quads.
+                let r = [
+                    (row(0), row(1)),
+                    (row(2), row(3)),
+                    (row(4), row(5)),
+                    (row(6), row(7)),
+                ];
+                let lo = r.map(|(a, b)| _mm_unpacklo_epi16(a, b));
+                let hi = r.map(|(a, b)| _mm_unpackhi_epi16(a, b));
+                let q = [
+                    _mm_unpacklo_epi32(lo[0], lo[1]),
+                    _mm_unpackhi_epi32(lo[0], lo[1]),
+                    _mm_unpacklo_epi32(hi[0], hi[1]),
+                    _mm_unpackhi_epi32(hi[0], hi[1]),
+                ];
+                let h = [
+                    _mm_unpacklo_epi32(lo[2], lo[3]),
+                    _mm_unpackhi_epi32(lo[2], lo[3]),
+                    _mm_unpacklo_epi32(hi[2], hi[3]),
+                    _mm_unpackhi_epi32(hi[2], hi[3]),
+                ];
+                for j in 0..4 {
+                    let at = |k: usize| d.offset(k as isize * p).cast::<__m128i>();
+                    _mm_storeu_si128(at(2 * j), _mm_unpacklo_epi64(q[j], h[j]));
+                    _mm_storeu_si128(at(2 * j + 1), _mm_unpackhi_epi64(q[j], h[j]));
                 }
-            }
+            });
         }
     }
 }
@@ -347,55 +365,38 @@ mod avx {
                 p: isize,
                 [rows, cols]: [usize; 2],
             ) {
-                // SAFETY: each 16-byte load reads `$n / 2` elements of source row `c0 + k`
-                // (k < $n) from row `r0 + at` (at is 0 or $n / 2), each 32-byte store `$n`
-                // elements of destination row `r0 + at + j` at columns `c0..c0 + $n`: inside the
-                // caller's shape, whose sides are multiples of 8 (so of `$n`). The caller checked
-                // that the CPU has AVX; the loads and stores are unaligned ones.
+                // SAFETY: the caller's contract is `for_blocks`'s for n = `$n` (the sides are
+                // multiples of 8); each 16-byte load reads `$n / 2` elements of a block's source
+                // row k < `$n`, each 32-byte store writes `$n` slots of its destination row
+                // `at + j < $n`. The caller checked that the CPU has AVX; the loads and stores are
+                // unaligned ones.
                 unsafe {
-                    for c0 in (0..cols).step_by($n) {
-                        for r0 in (0..rows).step_by($n) {
-                            let s = src.offset(c0 as isize * stride).add(r0);
-                            let pair = |k: isize, at: usize| {
-                                let lo = $load(s.offset(k * stride).add(at));
-                                let hi = $load(s.offset((k + $n / 2) * stride).add(at));
-                                $insert::<1>($cast(lo), hi)
-                            };
-                            let d = dst.offset(r0 as isize * p + c0 as isize);
-                            for half in 0..2 {
-                                let at = $n / 2 * half;
-                                let $r = [$(pair($k, at)),*];
-                                for (j, v) in $net.into_iter().enumerate() {
-                                    $store(d.offset((at + j) as isize * p), v);
-                                }
+                    super::for_blocks($n, src, stride, dst, p, [rows, cols], |s, d| {
+                        let pair = |k: isize, at: usize| {
+                            let lo = $load(s.offset(k * stride).add(at));
+                            let hi = $load(s.offset((k + $n / 2) * stride).add(at));
+                            $insert::<1>($cast(lo), hi)
+                        };
+                        for half in 0..2 {
+                            let at = $n / 2 * half;
+                            let $r = [$(pair($k, at)),*];
+                            for (j, v) in $net.into_iter().enumerate() {
+                                $store(d.offset((at + j) as isize * p), v);
                             }
                         }
-                    }
+                    });
                 }
             }
         };
     }
 
     // Interleave pairs, then quads: lane 0 holds rows 0-3, lane 1 rows 4-7.
-    tile!(
-        tile_32,
-        f32,
-        8,
-        "4",
-        [0, 1, 2, 3],
-        _mm_loadu_ps,
-        _mm256_castps128_ps256,
-        _mm256_insertf128_ps,
-        _mm256_storeu_ps,
+    tile! {
+        tile_32, f32, 8, "4", [0, 1, 2, 3],
+        _mm_loadu_ps, _mm256_castps128_ps256, _mm256_insertf128_ps, _mm256_storeu_ps,
         |r| {
-            let (ab0, ab1) = (
-                _mm256_unpacklo_ps(r[0], r[1]),
-                _mm256_unpackhi_ps(r[0], r[1]),
-            );
-            let (ce0, ce1) = (
-                _mm256_unpacklo_ps(r[2], r[3]),
-                _mm256_unpackhi_ps(r[2], r[3]),
-            );
+            let (ab0, ab1) = (_mm256_unpacklo_ps(r[0], r[1]), _mm256_unpackhi_ps(r[0], r[1]));
+            let (ce0, ce1) = (_mm256_unpacklo_ps(r[2], r[3]), _mm256_unpackhi_ps(r[2], r[3]));
             [
                 _mm256_shuffle_ps::<0x44>(ab0, ce0),
                 _mm256_shuffle_ps::<0xEE>(ab0, ce0),
@@ -403,24 +404,12 @@ mod avx {
                 _mm256_shuffle_ps::<0xEE>(ab1, ce1),
             ]
         }
-    );
-    tile!(
-        tile_64,
-        f64,
-        4,
-        "8",
-        [0, 1],
-        _mm_loadu_pd,
-        _mm256_castpd128_pd256,
-        _mm256_insertf128_pd,
-        _mm256_storeu_pd,
-        |r| {
-            [
-                _mm256_unpacklo_pd(r[0], r[1]),
-                _mm256_unpackhi_pd(r[0], r[1]),
-            ]
-        }
-    );
+    }
+    tile! {
+        tile_64, f64, 4, "8", [0, 1],
+        _mm_loadu_pd, _mm256_castpd128_pd256, _mm256_insertf128_pd, _mm256_storeu_pd,
+        |r| [_mm256_unpacklo_pd(r[0], r[1]), _mm256_unpackhi_pd(r[0], r[1])]
+    }
 }
 
 /// Gathers for stepped sources (chosen at run time, see [`gathers`]): each staged row of 8
