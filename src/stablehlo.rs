@@ -193,48 +193,76 @@ pub struct Value {
     index: usize,
 }
 
-/// The elementwise binary ops, by the crate's names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Binary {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-    Max,
-    Min,
-    Pow,
-    And,
-    Or,
-    Xor,
-    ShiftLeft,
-    ShiftRightArithmetic,
-    ShiftRightLogical,
-    Atan2,
+/// Generates, from one row an op, its enum (`$enum`), the crate's name and StableHLO's for each
+/// variant, and the [`Program`] method that records it (named as the crate's op).
+macro_rules! op_table {
+    ($(#[$m:meta])* $enum:ident, $record:ident, $doc:literal, $errors:literal;
+     $($name:ident => $v:ident, $hlo:literal;)*) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum $enum {
+            $($v,)*
+        }
+
+        impl $enum {
+            /// The crate's name and StableHLO's.
+            fn names(self) -> (&'static str, &'static str) {
+                match self {
+                    $($enum::$v => (stringify!($name), $hlo),)*
+                }
+            }
+        }
+
+        impl Program {
+            $(
+                #[doc = concat!("Records `", stringify!($name), "` ", $doc, " (as `", stringify!($name), "_bcast`).")]
+                ///
+                /// # Errors
+                #[doc = $errors]
+                pub fn $name(&mut self, lhs: Value, rhs: Value, broadcast_dimensions: &[usize]) -> Result<Value> {
+                    self.$record($enum::$v, lhs, rhs, broadcast_dimensions)
+                }
+            )*
+        }
+    };
+}
+
+op_table! {
+    /// The elementwise binary ops, by the crate's names.
+    Binary, binary,
+    "of `lhs` and `rhs` with XLA's `broadcast_dimensions`",
+    "The shape rule's error, or [`BroadcastError::ElementType`] when the operands' types differ or do not have the op.";
+    add => Add, "add";
+    sub => Sub, "subtract";
+    mul => Mul, "multiply";
+    div => Div, "divide";
+    rem => Rem, "remainder";
+    max => Max, "maximum";
+    min => Min, "minimum";
+    pow => Pow, "power";
+    and => And, "and";
+    or => Or, "or";
+    xor => Xor, "xor";
+    shift_left => ShiftLeft, "shift_left";
+    shift_right_arithmetic => ShiftRightArithmetic, "shift_right_arithmetic";
+    shift_right_logical => ShiftRightLogical, "shift_right_logical";
+    atan2 => Atan2, "atan2";
+}
+
+op_table! {
+    /// The comparison directions.
+    Direction, compare,
+    "of `lhs` and `rhs`, a `bool` result (`i1`), with XLA's `broadcast_dimensions`",
+    "The shape rule's error, or [`BroadcastError::ElementType`] (different types, or an order of complex numbers).";
+    eq => Eq, "EQ";
+    ne => Ne, "NE";
+    lt => Lt, "LT";
+    le => Le, "LE";
+    gt => Gt, "GT";
+    ge => Ge, "GE";
 }
 
 impl Binary {
-    /// The crate's name and StableHLO's.
-    fn names(self) -> (&'static str, &'static str) {
-        match self {
-            Binary::Add => ("add", "add"),
-            Binary::Sub => ("sub", "subtract"),
-            Binary::Mul => ("mul", "multiply"),
-            Binary::Div => ("div", "divide"),
-            Binary::Rem => ("rem", "remainder"),
-            Binary::Max => ("max", "maximum"),
-            Binary::Min => ("min", "minimum"),
-            Binary::Pow => ("pow", "power"),
-            Binary::And => ("and", "and"),
-            Binary::Or => ("or", "or"),
-            Binary::Xor => ("xor", "xor"),
-            Binary::ShiftLeft => ("shift_left", "shift_left"),
-            Binary::ShiftRightArithmetic => ("shift_right_arithmetic", "shift_right_arithmetic"),
-            Binary::ShiftRightLogical => ("shift_right_logical", "shift_right_logical"),
-            Binary::Atan2 => ("atan2", "atan2"),
-        }
-    }
-
     /// Whether elements of `kind` have this op (the crate's traits, at run time).
     fn defined_for(self, kind: Kind) -> bool {
         use Kind::*;
@@ -248,30 +276,6 @@ impl Binary {
                 matches!(kind, Signed | Unsigned)
             }
             Binary::Atan2 => matches!(kind, Float | Complex),
-        }
-    }
-}
-
-/// The comparison directions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Direction {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl Direction {
-    fn names(self) -> (&'static str, &'static str) {
-        match self {
-            Direction::Eq => ("eq", "EQ"),
-            Direction::Ne => ("ne", "NE"),
-            Direction::Lt => ("lt", "LT"),
-            Direction::Le => ("le", "LE"),
-            Direction::Gt => ("gt", "GT"),
-            Direction::Ge => ("ge", "GE"),
         }
     }
 }
@@ -337,32 +341,6 @@ fn type_error(op: &'static str, types: &[ElementType], reason: &str) -> Broadcas
         types: names.join(", "),
         reason: reason.to_string(),
     }
-}
-
-macro_rules! binary_methods {
-    ($($name:ident => $op:ident;)*) => {$(
-        #[doc = concat!("Records `", stringify!($name), "` of `lhs` and `rhs` with XLA's `broadcast_dimensions` (as [`ArithBcast`]'s `", stringify!($name), "_bcast`).")]
-        ///
-        /// # Errors
-        /// The shape rule's error, or [`BroadcastError::ElementType`] when the operands' types
-        /// differ or do not have the op.
-        pub fn $name(&mut self, lhs: Value, rhs: Value, broadcast_dimensions: &[usize]) -> Result<Value> {
-            self.binary(Binary::$op, lhs, rhs, broadcast_dimensions)
-        }
-    )*};
-}
-
-macro_rules! compare_methods {
-    ($($name:ident => $dir:ident;)*) => {$(
-        #[doc = concat!("Records the comparison `", stringify!($name), "` (a `bool` result, `i1`), with XLA's `broadcast_dimensions`.")]
-        ///
-        /// # Errors
-        /// The shape rule's error, or [`BroadcastError::ElementType`] (different types, or an
-        /// order of complex numbers).
-        pub fn $name(&mut self, lhs: Value, rhs: Value, broadcast_dimensions: &[usize]) -> Result<Value> {
-            self.compare(Direction::$dir, lhs, rhs, broadcast_dimensions)
-        }
-    )*};
 }
 
 impl Program {
@@ -508,8 +486,17 @@ impl Program {
         ))
     }
 
-    fn binary(&mut self, op: Binary, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
-        let name = op.names().0;
+    /// The checks of a binary op or comparison, in order: both operands are this program's, of
+    /// one element type that has the op (`has`, else `lacks` says why), and their shapes meet
+    /// XLA's rule. Gives that type and the output shape.
+    fn binary_operands(
+        &self,
+        name: &'static str,
+        [lhs, rhs]: [Value; 2],
+        dims: &[usize],
+        has: impl Fn(ElementType) -> bool,
+        lacks: &str,
+    ) -> Result<(ElementType, Vec<usize>)> {
         self.own(name, &[lhs, rhs])?;
         let (l, r) = (self.node(lhs), self.node(rhs));
         if l.ty != r.ty {
@@ -519,72 +506,42 @@ impl Program {
                 "the operands must have one element type",
             ));
         }
-        if !op.defined_for(l.ty.kind) {
-            return Err(type_error(
-                name,
-                &[l.ty],
-                "XLA does not define the op for this type",
-            ));
+        if !has(l.ty) {
+            return Err(type_error(name, &[l.ty], lacks));
         }
         let plan = binary_plan(name, &l.shape, &r.shape, dims)?;
-        let ty = l.ty;
+        Ok((l.ty, plan.out.to_vec()))
+    }
+
+    fn binary(&mut self, op: Binary, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
+        let (ty, out) = self.binary_operands(
+            op.names().0,
+            [lhs, rhs],
+            dims,
+            |ty| op.defined_for(ty.kind),
+            "XLA does not define the op for this type",
+        )?;
         let dims = dims.to_vec();
-        Ok(self.push(Op::Binary { op, lhs, rhs, dims }, plan.out.to_vec(), ty))
+        Ok(self.push(Op::Binary { op, lhs, rhs, dims }, out, ty))
     }
 
     fn compare(&mut self, dir: Direction, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
-        let name = dir.names().0;
-        self.own(name, &[lhs, rhs])?;
-        let (l, r) = (self.node(lhs), self.node(rhs));
-        if l.ty != r.ty {
-            return Err(type_error(
-                name,
-                &[l.ty, r.ty],
-                "the operands must have one element type",
-            ));
-        }
-        if l.ty.kind == Kind::Complex && !matches!(dir, Direction::Eq | Direction::Ne) {
-            return Err(type_error(name, &[l.ty], "complex numbers have no order"));
-        }
-        let plan = binary_plan(name, &l.shape, &r.shape, dims)?;
+        let equality = matches!(dir, Direction::Eq | Direction::Ne);
+        let (_, out) = self.binary_operands(
+            dir.names().0,
+            [lhs, rhs],
+            dims,
+            |ty| equality || ty.kind != Kind::Complex,
+            "complex numbers have no order",
+        )?;
         let dims = dims.to_vec();
-        Ok(self.push(
-            Op::Compare {
-                dir,
-                lhs,
-                rhs,
-                dims,
-            },
-            plan.out.to_vec(),
-            bool::TYPE,
-        ))
-    }
-
-    binary_methods! {
-        add => Add;
-        sub => Sub;
-        mul => Mul;
-        div => Div;
-        rem => Rem;
-        max => Max;
-        min => Min;
-        pow => Pow;
-        and => And;
-        or => Or;
-        xor => Xor;
-        shift_left => ShiftLeft;
-        shift_right_arithmetic => ShiftRightArithmetic;
-        shift_right_logical => ShiftRightLogical;
-        atan2 => Atan2;
-    }
-
-    compare_methods! {
-        eq => Eq;
-        ne => Ne;
-        lt => Lt;
-        le => Le;
-        gt => Gt;
-        ge => Ge;
+        let op = Op::Compare {
+            dir,
+            lhs,
+            rhs,
+            dims,
+        };
+        Ok(self.push(op, out, bool::TYPE))
     }
 
     /// Records `select(pred, on_true, on_false)` (as [`SelectBcast::select_bcast`]).
@@ -984,27 +941,27 @@ macro_rules! ordered_compare {
     };
 }
 
+/// `op` on `a` and `b` through the array method of each op an element class has, written as
+/// `Variant method`; the others are a [`BroadcastError::ElementType`].
+macro_rules! dispatch {
+    ($op:expr, $a:ident, $b:ident, $d:ident; $($v:ident $m:ident),*) => {
+        match $op {
+            $(Binary::$v => $a.$m($b, $d),)*
+            #[allow(unreachable_patterns)]
+            other => Err(mismatch(other.names().0)),
+        }
+    };
+}
+
 macro_rules! int_ops {
     ($($t:ty),*) => {$(
         impl Ops for $t {
             fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
-                match op {
-                    Binary::Add => a.add_bcast(b, d),
-                    Binary::Sub => a.sub_bcast(b, d),
-                    Binary::Mul => a.mul_bcast(b, d),
-                    Binary::Div => a.div_bcast(b, d),
-                    Binary::Rem => a.rem_bcast(b, d),
-                    Binary::Max => a.max_bcast(b, d),
-                    Binary::Min => a.min_bcast(b, d),
-                    Binary::Pow => a.pow_bcast(b, d),
-                    Binary::And => a.and_bcast(b, d),
-                    Binary::Or => a.or_bcast(b, d),
-                    Binary::Xor => a.xor_bcast(b, d),
-                    Binary::ShiftLeft => a.shift_left_bcast(b, d),
-                    Binary::ShiftRightArithmetic => a.shift_right_arithmetic_bcast(b, d),
-                    Binary::ShiftRightLogical => a.shift_right_logical_bcast(b, d),
-                    Binary::Atan2 => Err(mismatch("atan2")),
-                }
+                dispatch!(op, a, b, d; Add add_bcast, Sub sub_bcast, Mul mul_bcast, Div div_bcast,
+                    Rem rem_bcast, Max max_bcast, Min min_bcast, Pow pow_bcast, And and_bcast,
+                    Or or_bcast, Xor xor_bcast, ShiftLeft shift_left_bcast,
+                    ShiftRightArithmetic shift_right_arithmetic_bcast,
+                    ShiftRightLogical shift_right_logical_bcast)
             }
             ordered_compare!();
         }
@@ -1016,18 +973,8 @@ macro_rules! float_ops {
     ($($t:ty),*) => {$(
         impl Ops for $t {
             fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
-                match op {
-                    Binary::Add => a.add_bcast(b, d),
-                    Binary::Sub => a.sub_bcast(b, d),
-                    Binary::Mul => a.mul_bcast(b, d),
-                    Binary::Div => a.div_bcast(b, d),
-                    Binary::Rem => a.rem_bcast(b, d),
-                    Binary::Max => a.max_bcast(b, d),
-                    Binary::Min => a.min_bcast(b, d),
-                    Binary::Pow => a.pow_bcast(b, d),
-                    Binary::Atan2 => a.atan2_bcast(b, d),
-                    other => Err(mismatch(other.names().0)),
-                }
+                dispatch!(op, a, b, d; Add add_bcast, Sub sub_bcast, Mul mul_bcast, Div div_bcast,
+                    Rem rem_bcast, Max max_bcast, Min min_bcast, Pow pow_bcast, Atan2 atan2_bcast)
             }
             ordered_compare!();
         }
@@ -1039,16 +986,8 @@ float_ops!(half::f16, half::bf16);
 
 impl Ops for bool {
     fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
-        match op {
-            Binary::Add => a.add_bcast(b, d),
-            Binary::Mul => a.mul_bcast(b, d),
-            Binary::Max => a.max_bcast(b, d),
-            Binary::Min => a.min_bcast(b, d),
-            Binary::And => a.and_bcast(b, d),
-            Binary::Or => a.or_bcast(b, d),
-            Binary::Xor => a.xor_bcast(b, d),
-            other => Err(mismatch(other.names().0)),
-        }
+        dispatch!(op, a, b, d; Add add_bcast, Mul mul_bcast, Max max_bcast, Min min_bcast,
+            And and_bcast, Or or_bcast, Xor xor_bcast)
     }
     ordered_compare!();
 }
@@ -1058,15 +997,8 @@ macro_rules! complex_ops {
     ($($t:ty),*) => {$(
         impl Ops for num_complex::Complex<$t> {
             fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
-                match op {
-                    Binary::Add => a.add_bcast(b, d),
-                    Binary::Sub => a.sub_bcast(b, d),
-                    Binary::Mul => a.mul_bcast(b, d),
-                    Binary::Div => a.div_bcast(b, d),
-                    Binary::Pow => a.pow_bcast(b, d),
-                    Binary::Atan2 => a.atan2_bcast(b, d),
-                    other => Err(mismatch(other.names().0)),
-                }
+                dispatch!(op, a, b, d; Add add_bcast, Sub sub_bcast, Mul mul_bcast, Div div_bcast,
+                    Pow pow_bcast, Atan2 atan2_bcast)
             }
             fn compare(dir: Direction, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<bool>> {
                 match dir {
