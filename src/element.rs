@@ -219,8 +219,32 @@ pub trait XlaFloat: XlaNumber {
     fn xla_atan2(self, rhs: Self) -> Self;
 }
 
-macro_rules! int_common {
-    ($t:ty, $u:ty, $s:ty) => {
+/// An integer type's ops: all but `div` and `pow` alike for signed and unsigned types (`$u` is
+/// the unsigned type of the width, `$s` the signed one); those two are given as expressions of
+/// the operands `$x` and `$y`.
+macro_rules! int_ops {
+    ($t:ty, $u:ty, $s:ty, |$x:ident, $y:ident| div: $div:expr, pow: $pow:expr) => {
+        impl XlaNumber for $t {
+            #[inline(always)]
+            fn xla_sub(self, rhs: Self) -> Self {
+                self.wrapping_sub(rhs)
+            }
+            #[inline(always)]
+            fn xla_div(self, rhs: Self) -> Self {
+                let ($x, $y) = (self, rhs);
+                $div
+            }
+            #[inline(always)]
+            fn xla_neg(self) -> Self {
+                self.wrapping_neg()
+            }
+            #[inline]
+            fn xla_pow(self, rhs: Self) -> Self {
+                let ($x, $y) = (self, rhs);
+                $pow
+            }
+        }
+
         impl XlaElement for $t {
             #[inline(always)]
             fn xla_add(self, rhs: Self) -> Self {
@@ -317,56 +341,26 @@ macro_rules! pow_by_squaring {
 
 macro_rules! signed_int {
     ($(($t:ty, $u:ty)),*) => {$(
-        int_common!($t, $u, $t);
-        impl XlaNumber for $t {
-            #[inline(always)]
-            fn xla_sub(self, rhs: Self) -> Self {
-                self.wrapping_sub(rhs)
+        int_ops!($t, $u, $t, |x, y|
+            // wrapping_div gives MIN / -1 = MIN.
+            div: if y == 0 { -1 } else { x.wrapping_div(y) },
+            pow: match (x, y) {
+                (_, 0..) => pow_by_squaring!(x, y),
+                // 1/x^|y| is an integer only for |x| = 1; the rest truncates to 0.
+                (1, _) => 1,
+                (-1, _) => if y & 1 == 1 { -1 } else { 1 },
+                _ => 0,
             }
-            #[inline(always)]
-            fn xla_div(self, rhs: Self) -> Self {
-                // wrapping_div gives MIN / -1 = MIN.
-                if rhs == 0 { -1 } else { self.wrapping_div(rhs) }
-            }
-            #[inline(always)]
-            fn xla_neg(self) -> Self {
-                self.wrapping_neg()
-            }
-            #[inline]
-            fn xla_pow(self, rhs: Self) -> Self {
-                match (self, rhs) {
-                    (_, 0..) => pow_by_squaring!(self, rhs),
-                    // 1/base^|rhs| is an integer only for |base| = 1; the rest truncates to 0.
-                    (1, _) => 1,
-                    (-1, _) => if rhs & 1 == 1 { -1 } else { 1 },
-                    _ => 0,
-                }
-            }
-        }
+        );
     )*};
 }
 
 macro_rules! unsigned_int {
     ($(($t:ty, $s:ty)),*) => {$(
-        int_common!($t, $t, $s);
-        impl XlaNumber for $t {
-            #[inline(always)]
-            fn xla_sub(self, rhs: Self) -> Self {
-                self.wrapping_sub(rhs)
-            }
-            #[inline(always)]
-            fn xla_div(self, rhs: Self) -> Self {
-                if rhs == 0 { <$t>::MAX } else { self / rhs }
-            }
-            #[inline(always)]
-            fn xla_neg(self) -> Self {
-                self.wrapping_neg()
-            }
-            #[inline]
-            fn xla_pow(self, rhs: Self) -> Self {
-                pow_by_squaring!(self, rhs)
-            }
-        }
+        int_ops!($t, $t, $s, |x, y|
+            div: if y == 0 { <$t>::MAX } else { x / y },
+            pow: pow_by_squaring!(x, y)
+        );
     )*};
 }
 
