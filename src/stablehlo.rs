@@ -193,7 +193,7 @@ pub struct Value {
     index: usize,
 }
 
-/// Generates, from one row an op, its enum (`$enum`), the crate's name and StableHLO's for each
+/// Generates, from one row per op, its enum (`$enum`), the crate's name and StableHLO's for each
 /// variant, and the [`Program`] method that records it (named as the crate's op).
 macro_rules! op_table {
     ($(#[$m:meta])* $enum:ident, $record:ident, $doc:literal, $errors:literal;
