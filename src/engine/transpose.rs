@@ -269,7 +269,7 @@ mod sse2 {
         // SSE2 is part of every x86_64 CPU, and the unaligned loads and stores need no alignment.
         unsafe {
             super::for_blocks(8, src, stride, dst, p, [rows, cols], |s, d| {
-                // Source row k, elements r0..r0 + 8, in the low half of a register.
+                // Source row k of the block, its 8 elements, in the low half of a register.
                 let row = |k: isize| _mm_loadl_epi64(s.offset(k * stride).cast());
                 // Interleave bytes of row pairs, then 2-byte pairs of those, then 4-byte quads:
                 // after the last round each half of a register is one column of the block.
