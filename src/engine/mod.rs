@@ -64,45 +64,38 @@ where
     D: Dimension,
     K: BlockKernel<N, Slot = MaybeUninit<C>>,
 {
-    let follow = layout == Fresh::FollowInputs;
     // Slot 0 (the output's) is unused here.
     let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
-    // Whether every input is dense in `order` (a memory order of the output), or one element
-    // read for every index.
-    let dense = |order: Option<&[usize]>| {
-        inputs[1..]
-            .iter()
-            .all(|o| o.is_scalar() || dense_in(o.shape, &o.strides, order))
-    };
     // Inputs dense in the standard layout, the common case, need no sort.
-    let (order, dense) = match (dense(None), follow) {
-        (true, _) => (None, true),
-        (false, true) => {
+    let (order, run) = match run_strides(&inputs, None) {
+        Some(run) => (None, Some(run)),
+        None if layout == Fresh::FollowInputs => {
             let mut strides: [&[isize]; N] = [&[]; N];
             for k in 1..N {
                 strides[k] = &inputs[k].strides;
             }
             let order = output_order(dim.slice(), &strides[1..]);
-            let dense = order.is_some() && dense(order.as_deref());
-            (order, dense)
+            let run = order.as_deref().and_then(|o| run_strides(&inputs, Some(o)));
+            (order, run)
         }
-        (false, false) => (None, false),
+        None => (None, None),
     };
     let out = alloc::uninit::<C, D>(op, dim, order.as_deref())?;
     let len = out.len();
-    let traffic = inputs[1..]
-        .iter()
-        .map(|o| o.traffic(len))
-        .fold(len.saturating_mul(size_of::<C>()), usize::saturating_add);
     // A small result whose inputs each are dense in its memory order, or one element read for
     // every index, is one run: no plan (most small ops of numeric code, where the fixed cost
-    // is most of the cost).
-    let one_run = len > 0 && dense && parallel::is_small(traffic);
+    // is most of the cost). Its traffic: the output and each dense input, read in full.
+    let run = run.filter(|inner| {
+        let bytes = (1..N)
+            .filter(|&k| inner[k] != 0)
+            .fold(size_of::<C>(), |b, k| b.saturating_add(inputs[k].size));
+        len > 0 && parallel::is_small(len.saturating_mul(bytes))
+    });
     let fill = |o: &mut ArrayRef<MaybeUninit<C>, D>, log: Option<&FreshLog>| {
-        if one_run {
+        if let Some(inner) = run {
             let block = Block {
                 n: len,
-                inner: std::array::from_fn(|k| isize::from(k == 0 || !inputs[k].is_scalar())),
+                inner,
                 rows: 1,
                 step: [0; N],
             };
@@ -126,6 +119,27 @@ where
     // SAFETY: either way every element of the fresh output is written once, each kernel call
     // through `call_logged` with the log.
     Ok(unsafe { fresh::fill(out, fill) })
+}
+
+/// The strides of one run over a fresh output in `order` (a memory order of the output, `None`:
+/// the standard layout): 1 for the output and each input dense in that order, 0 for an input
+/// read at one element for every index; `None` when an input is neither.
+#[inline(always)]
+fn run_strides<const N: usize>(
+    inputs: &[&Operand<'_>; N],
+    order: Option<&[usize]>,
+) -> Option<[isize; N]> {
+    let mut inner = [1; N];
+    for k in 1..N {
+        let o = inputs[k];
+        if !dense_in(o.shape, &o.strides, order) {
+            if !o.is_scalar() {
+                return None;
+            }
+            inner[k] = 0;
+        }
+    }
+    Some(inner)
 }
 
 /// `kernel` into the caller's `out` (of the shape its inputs are seen at).
