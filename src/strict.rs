@@ -176,40 +176,28 @@ impl<A: fmt::Display, S: Data<Elem = A>, D: Dimension> fmt::Display for Strict<S
     }
 }
 
-impl<A, S, S2, D> PartialEq<ArrayBase<S2, D>> for Strict<S, D>
-where
-    A: PartialEq,
-    S: Data<Elem = A>,
-    S2: Data<Elem = A>,
-    D: Dimension,
-{
-    fn eq(&self, other: &ArrayBase<S2, D>) -> bool {
-        self.0 == *other
-    }
+/// Equality of the elements inside, whichever side is [`Strict`] (`$l`, `$r`: the arrays compared).
+macro_rules! strict_eq {
+    ($($lhs:ident vs $rhs:ident: |$a:ident, $b:ident| $l:expr, $r:expr;)*) => {$(
+        impl<A, S, S2, D> PartialEq<$rhs<S2, D>> for $lhs<S, D>
+        where
+            A: PartialEq,
+            S: Data<Elem = A>,
+            S2: Data<Elem = A>,
+            D: Dimension,
+        {
+            fn eq(&self, other: &$rhs<S2, D>) -> bool {
+                let ($a, $b) = (self, other);
+                $l == $r
+            }
+        }
+    )*};
 }
 
-impl<A, S, S2, D> PartialEq<Strict<S2, D>> for Strict<S, D>
-where
-    A: PartialEq,
-    S: Data<Elem = A>,
-    S2: Data<Elem = A>,
-    D: Dimension,
-{
-    fn eq(&self, other: &Strict<S2, D>) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl<A, S, S2, D> PartialEq<Strict<S2, D>> for ArrayBase<S, D>
-where
-    A: PartialEq,
-    S: Data<Elem = A>,
-    S2: Data<Elem = A>,
-    D: Dimension,
-{
-    fn eq(&self, other: &Strict<S2, D>) -> bool {
-        *self == other.0
-    }
+strict_eq! {
+    Strict vs ArrayBase: |a, b| a.0, *b;
+    Strict vs Strict: |a, b| a.0, b.0;
+    ArrayBase vs Strict: |a, b| *a, b.0;
 }
 
 /// Any ndarray array (owned, view, shared, ...) into a [`Strict`] one, consumed.

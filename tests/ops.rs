@@ -171,6 +171,15 @@ fn strict_operators() {
     assert!(msg.contains("incompatible"), "{msg}");
 }
 
+/// A strict array equals an array (either side) or another strict one with the same elements.
+#[test]
+fn strict_equality() {
+    let (a, b) = (array![[1, 2], [3, 4]], array![[1, 2], [3, 5]]);
+    assert!(a.strict() == a.view() && a.strict() != b);
+    assert!(a == a.view().strict() && b != a.strict());
+    assert!(a.strict() == a.view().strict() && a.strict() != b.strict());
+}
+
 #[test]
 fn zero_copy_views() {
     let a = Array::from_shape_fn((2, 3), |(i, j)| i * 3 + j);
