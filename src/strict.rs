@@ -176,9 +176,9 @@ impl<A: fmt::Display, S: Data<Elem = A>, D: Dimension> fmt::Display for Strict<S
     }
 }
 
-/// Equality of the elements inside, whichever side is [`Strict`] (`$l`, `$r`: the arrays compared).
+/// Equality of the elements inside, whichever side is [`Strict`].
 macro_rules! strict_eq {
-    ($($lhs:ident vs $rhs:ident: |$a:ident, $b:ident| $l:expr, $r:expr;)*) => {$(
+    ($($lhs:ident == $rhs:ident;)*) => {$(
         impl<A, S, S2, D> PartialEq<$rhs<S2, D>> for $lhs<S, D>
         where
             A: PartialEq,
@@ -187,17 +187,16 @@ macro_rules! strict_eq {
             D: Dimension,
         {
             fn eq(&self, other: &$rhs<S2, D>) -> bool {
-                let ($a, $b) = (self, other);
-                $l == $r
+                AsArray::<A, D>::array(self) == AsArray::<A, D>::array(other)
             }
         }
     )*};
 }
 
 strict_eq! {
-    Strict vs ArrayBase: |a, b| a.0, *b;
-    Strict vs Strict: |a, b| a.0, b.0;
-    ArrayBase vs Strict: |a, b| *a, b.0;
+    Strict == ArrayBase;
+    Strict == Strict;
+    ArrayBase == Strict;
 }
 
 /// Any ndarray array (owned, view, shared, ...) into a [`Strict`] one, consumed.
