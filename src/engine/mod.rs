@@ -70,10 +70,7 @@ where
     let (order, run) = match run_strides(&inputs, None) {
         Some(run) => (None, Some(run)),
         None if layout == Fresh::FollowInputs => {
-            let mut strides: [&[isize]; N] = [&[]; N];
-            for k in 1..N {
-                strides[k] = &inputs[k].strides;
-            }
+            let strides = inputs.map(|o| &o.strides[..]);
             let order = output_order(dim.slice(), &strides[1..]);
             let run = order.as_deref().and_then(|o| run_strides(&inputs, Some(o)));
             (order, run)
