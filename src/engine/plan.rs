@@ -186,6 +186,7 @@ impl<const N: usize> Plan<N> {
     }
 
     /// Calls `run(offsets, n)` for each run of the innermost loop in `range`.
+    #[cfg(test)]
     pub fn for_each_run(&self, range: Range<usize>, mut run: impl FnMut([isize; N], usize)) {
         self.for_each_block(range, |offs, n, rows, step| {
             for r in 0..rows as isize {

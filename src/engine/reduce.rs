@@ -69,12 +69,12 @@ where
         order: FoldOrder,
     ) {
         let inner = plan.inner_strides();
-        plan.for_each_run(range, |o, n| {
+        plan.for_each_block(range, |o, n, rows, step| {
             // SAFETY: the plan's offsets address elements of both arrays, and the accumulator's
             // are this thread's, as the caller promised.
             unsafe {
                 let (a, s) = (acc.at(o[0]).cast::<A>(), src.at(o[1]).cast::<A>());
-                kernel::fold_row(a, s, n, inner, identity, f, order)
+                kernel::fold_block(a, s, [n, rows], inner, step, identity, f, order)
             }
         })
     }
