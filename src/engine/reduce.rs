@@ -74,7 +74,7 @@ where
             // are this thread's, as the caller promised.
             unsafe {
                 let (a, s) = (acc.at(o[0]).cast::<A>(), src.at(o[1]).cast::<A>());
-                kernel::fold_block(a, s, [n, rows], inner, step, identity, f, order)
+                kernel::fold(a, s, [n, rows], inner, step, identity, f, order)
             }
         })
     }
