@@ -577,6 +577,13 @@ pub(crate) enum FoldOrder {
     Index,
 }
 
+/// A fold: its function, its identity (`f(identity, x) == x`) and the order it may combine in.
+pub(crate) struct Fold<'a, A, F> {
+    pub identity: &'a A,
+    pub f: &'a F,
+    pub order: FoldOrder,
+}
+
 /// `o[i * s[0]] = f(o[i * s[0]], b[i * s[1]])` for `n` elements, as [`update_row`], but a run
 /// folding a contiguous `b` into one element (`s == [0, 1]`) keeps [`LANES`] partial results
 /// started at `identity`, taken as `order` allows, and combines them in a fixed order at the
@@ -590,9 +597,7 @@ unsafe fn fold_row<A: Clone>(
     b: *const A,
     n: usize,
     s: [isize; 2],
-    identity: &A,
-    f: &impl Fn(A, A) -> A,
-    order: FoldOrder,
+    &Fold { identity, f, order }: &Fold<'_, A, impl Fn(A, A) -> A>,
 ) {
     // SAFETY: as in `update_row`: a `[0, 1]` run is `n` contiguous elements of `b` folded
     // into the one element `o`, which no other thread touches.
@@ -646,49 +651,39 @@ unsafe fn fold_row<A: Clone>(
 /// # Safety
 /// As [`fold_block`].
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn fold<A: Clone>(
     o: *mut A,
     b: *const A,
-    shape: [usize; 2],
-    s: [isize; 2],
-    step: [isize; 2],
-    identity: &A,
-    f: &impl Fn(A, A) -> A,
-    order: FoldOrder,
+    blk: Block<2>,
+    fold: &Fold<'_, A, impl Fn(A, A) -> A>,
 ) {
     #[cfg(target_arch = "x86_64")]
     if wide_simd() {
         // SAFETY: `wide_simd` checked that this CPU has AVX2; the rest as the caller promised.
-        return unsafe { fold_avx2(o, b, shape, s, step, identity, f, order) };
+        return unsafe { fold_avx2(o, b, blk, fold) };
     }
     // SAFETY: as the caller promised.
-    unsafe { fold_block(o, b, shape, s, step, identity, f, order) }
+    unsafe { fold_block(o, b, blk, fold) }
 }
 
 /// # Safety
 /// The CPU supports AVX2; the rest as [`fold_block`] requires.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn fold_avx2<A: Clone>(
     o: *mut A,
     b: *const A,
-    shape: [usize; 2],
-    s: [isize; 2],
-    step: [isize; 2],
-    identity: &A,
-    f: &impl Fn(A, A) -> A,
-    order: FoldOrder,
+    blk: Block<2>,
+    fold: &Fold<'_, A, impl Fn(A, A) -> A>,
 ) {
     // SAFETY: as the caller promised.
-    unsafe { fold_block(o, b, shape, s, step, identity, f, order) }
+    unsafe { fold_block(o, b, blk, fold) }
 }
 
 /// Source rows folded in one pass over a repeated accumulator run ([`fold_block`]).
 const FOLD_ROWS: usize = 4;
 
-/// [`fold_row`] over `rows` runs of `n` elements, each `step` further in both operands. When
+/// [`fold_row`] over each run of a block (the accumulator's runs, then the source's). When
 /// the accumulator run repeats down the rows (a sum to `(1, N)`) and both runs are contiguous,
 /// [`FOLD_ROWS`] source rows are folded per pass, `o = f(o, f(f(x0, x1), f(x2, x3)))`: the
 /// accumulator is loaded and stored once per four rows instead of once per row, and four
@@ -699,16 +694,16 @@ const FOLD_ROWS: usize = 4;
 /// # Safety
 /// As [`fold_row`] for each run; the accumulator runs are this thread's alone.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn fold_block<A: Clone>(
     o: *mut A,
     b: *const A,
-    [n, rows]: [usize; 2],
-    s: [isize; 2],
-    step: [isize; 2],
-    identity: &A,
-    f: &impl Fn(A, A) -> A,
-    order: FoldOrder,
+    Block {
+        n,
+        inner: s,
+        rows,
+        step,
+    }: Block<2>,
+    fold: &Fold<'_, A, impl Fn(A, A) -> A>,
 ) {
     // SAFETY: every run the block addresses is `n` elements of its operand, as the caller
     // promised: with unit inner strides each is a slice, and the one accumulator run (step 0)
@@ -721,6 +716,7 @@ unsafe fn fold_block<A: Clone>(
                 let [x0, x1, x2, x3]: [&[A]; FOLD_ROWS] = std::array::from_fn(|k| {
                     slice::from_raw_parts(b.offset((r + k) as isize * step[1]), n)
                 });
+                let f = fold.f;
                 let pair = |p: &A, q: &A| f(p.clone(), q.clone());
                 for (((o, x0), x1), (x2, x3)) in
                     acc.iter_mut().zip(x0).zip(x1).zip(x2.iter().zip(x3))
@@ -732,15 +728,7 @@ unsafe fn fold_block<A: Clone>(
         }
         for r in r..rows {
             let r = r as isize;
-            fold_row(
-                o.offset(r * step[0]),
-                b.offset(r * step[1]),
-                n,
-                s,
-                identity,
-                f,
-                order,
-            );
+            fold_row(o.offset(r * step[0]), b.offset(r * step[1]), n, s, fold);
         }
     }
 }

@@ -34,11 +34,12 @@ use crate::error::Result;
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 use kernel::Block;
+pub(crate) use kernel::Fold;
 pub(crate) use kernel::{BlockKernel, FoldOrder, Map, Update, Zip, Zip3};
 pub(crate) use operand::{Operand, Src};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Plan};
-pub(crate) use reduce::{reduce, Fold};
+pub(crate) use reduce::reduce;
 use stream::Write;
 
 /// How a fresh result is laid out.

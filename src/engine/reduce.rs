@@ -3,7 +3,7 @@
 
 use ndarray::{ArrayRef, Dimension, IxDyn};
 
-use super::kernel::{self, FoldOrder};
+use super::kernel::{self, Block, Fold, FoldOrder};
 use super::operand::{Operand, Src, Strides};
 use super::parallel::{self, for_each_index, pieces, split};
 use super::plan::Plan;
@@ -13,13 +13,6 @@ use super::{alloc, assign};
 /// block reduces into a private accumulator and the blocks are combined in order, so the result
 /// does not depend on the number of threads.
 const REDUCE_BLOCKS: usize = 8;
-
-/// A fold: its function, its identity (`f(identity, x) == x`) and the order it may combine in.
-pub(crate) struct Fold<'a, A, F> {
-    pub identity: &'a A,
-    pub f: &'a F,
-    pub order: FoldOrder,
-}
 
 /// Folds `src` into `acc` with `f`: `acc_dim[d]` names the dim of `acc` that src dim `d` maps to
 /// (`None` for a dim folded away); an `acc` dim of size 1 whose src dim is larger folds too.
@@ -44,6 +37,7 @@ where
     F: Fn(A, A) -> A + Sync,
 {
     let Fold { identity, f, order } = fold;
+    let fold = &fold;
     let strides = acc_strides(acc, acc_dim, src.shape());
     let plan_of = |acc_strides: &[isize]| match order {
         // Walk in the source's memory order: the big operand streams, the accumulator repeats.
@@ -64,9 +58,7 @@ where
         [acc, src]: [&Operand<'_>; 2],
         plan: &Plan<2>,
         range: std::ops::Range<usize>,
-        identity: &A,
-        f: &impl Fn(A, A) -> A,
-        order: FoldOrder,
+        fold: &Fold<'_, A, impl Fn(A, A) -> A>,
     ) {
         let inner = plan.inner_strides();
         plan.for_each_block(range, |o, n, rows, step| {
@@ -74,7 +66,13 @@ where
             // are this thread's, as the caller promised.
             unsafe {
                 let (a, s) = (acc.at(o[0]).cast::<A>(), src.at(o[1]).cast::<A>());
-                kernel::fold(a, s, [n, rows], inner, step, identity, f, order)
+                let block = Block {
+                    n,
+                    inner,
+                    rows,
+                    step,
+                };
+                kernel::fold(a, s, block, fold)
             }
         })
     }
@@ -106,7 +104,7 @@ where
             // SAFETY: the plan is over `src` and `acc` (borrowed mutably: unique); each thread
             // takes whole outer indices, which own distinct accumulator elements (or the outer
             // dim folds and the work stays on one thread).
-            unsafe { fold_range([&target, source], &plan, range, identity, f, order) }
+            unsafe { fold_range([&target, source], &plan, range, fold) }
         });
         return Ok(());
     }
@@ -118,7 +116,7 @@ where
         let (r0, r1) = (rows * b / blocks, rows * (b + 1) / blocks);
         let range = r0 * row_len..r1 * row_len;
         // SAFETY: the plan is over `src` and this block's own partial accumulator.
-        unsafe { fold_range([&target, source], &part_plan, range, identity, f, order) }
+        unsafe { fold_range([&target, source], &part_plan, range, fold) }
     });
     for p in partials {
         let part = p.into_inner().unwrap_or_else(|e| e.into_inner());
