@@ -645,8 +645,8 @@ unsafe fn fold_row<A: Clone>(
 }
 
 /// [`fold_block`], through a copy compiled for AVX2 where [`call`] takes the kernels' AVX2
-/// copy: 10-35% faster on sums of 64² and 512² `f32` (`BENCHMARKS.md`), the same results bit
-/// for bit (the same code, the same order of operations).
+/// copy: 10-35% faster on sums of 512² `f32`, about 10% on 64² (`BENCHMARKS.md`), the same
+/// results bit for bit (the same code, the same order of operations).
 ///
 /// # Safety
 /// As [`fold_block`].
@@ -687,7 +687,7 @@ const FOLD_ROWS: usize = 4;
 /// the accumulator run repeats down the rows (a sum to `(1, N)`) and both runs are contiguous,
 /// [`FOLD_ROWS`] source rows are folded per pass, `o = f(o, f(f(x0, x1), f(x2, x3)))`: the
 /// accumulator is loaded and stored once per four rows instead of once per row, and four
-/// source rows stream at once (25-30% faster on a 4096² `f32` column sum, `BENCHMARKS.md`).
+/// source rows stream at once (20-30% faster on a 4096² `f32` column sum, `BENCHMARKS.md`).
 /// The rows still combine in index order, so an associative `f` gives what the row-by-row fold
 /// gives, and the grouping depends on the block only.
 ///
