@@ -107,6 +107,26 @@ fn large_reductions_match_naive_and_are_thread_independent() {
     }
 }
 
+/// A serial sum down the rows adds each column's elements in index order, one rounding per
+/// add, whatever number of rows it takes per pass: the same bits as a plain loop.
+#[test]
+fn serial_column_sums_add_in_index_order() {
+    for rows in [1, 3, 4, 5, 8, 37] {
+        let y = Array::from_shape_fn((rows, 23), |(i, j)| {
+            ((i * 31 + j * 17) % 101) as f32 * 0.013 - 0.4
+        });
+        let got = y.reduce_in_dim(&[1, 23], &[0, 1]).unwrap();
+        for j in 0..23 {
+            let want = y.column(j).iter().fold(0.0f32, |acc, &v| acc + v);
+            assert_eq!(
+                got[[0, j]].to_bits(),
+                want.to_bits(),
+                "{rows} rows, column {j}"
+            );
+        }
+    }
+}
+
 #[test]
 fn generic_reductions() {
     let y = array![[3.0, -1.0, f64::NAN], [2.0, 5.0, 1.0]];

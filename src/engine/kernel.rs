@@ -644,57 +644,21 @@ unsafe fn fold_row<A: Clone>(
     }
 }
 
-/// [`fold_block`], through a copy compiled for AVX2 where [`call`] takes the kernels' AVX2
-/// copy: 10-35% faster on sums of 512² `f32`, about 10% on 64² (`BENCHMARKS.md`), the same
-/// results bit for bit (the same code, the same order of operations).
-///
-/// # Safety
-/// As [`fold_block`].
-#[inline(always)]
-pub(crate) unsafe fn fold<A: Clone>(
-    o: *mut A,
-    b: *const A,
-    blk: Block<2>,
-    fold: &Fold<'_, A, impl Fn(A, A) -> A>,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if wide_simd() {
-        // SAFETY: `wide_simd` checked that this CPU has AVX2; the rest as the caller promised.
-        return unsafe { fold_avx2(o, b, blk, fold) };
-    }
-    // SAFETY: as the caller promised.
-    unsafe { fold_block(o, b, blk, fold) }
-}
-
-/// # Safety
-/// The CPU supports AVX2; the rest as [`fold_block`] requires.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn fold_avx2<A: Clone>(
-    o: *mut A,
-    b: *const A,
-    blk: Block<2>,
-    fold: &Fold<'_, A, impl Fn(A, A) -> A>,
-) {
-    // SAFETY: as the caller promised.
-    unsafe { fold_block(o, b, blk, fold) }
-}
-
 /// Source rows folded in one pass over a repeated accumulator run ([`fold_block`]).
 const FOLD_ROWS: usize = 4;
 
 /// [`fold_row`] over each run of a block (the accumulator's runs, then the source's). When
 /// the accumulator run repeats down the rows (a sum to `(1, N)`) and both runs are contiguous,
-/// [`FOLD_ROWS`] source rows are folded per pass, `o = f(o, f(f(x0, x1), f(x2, x3)))`: the
+/// [`FOLD_ROWS`] source rows are folded per pass, `o = f(f(f(f(o, x0), x1), x2), x3)`: the
 /// accumulator is loaded and stored once per four rows instead of once per row, and four
-/// source rows stream at once (20-30% faster on a 4096² `f32` column sum, `BENCHMARKS.md`).
-/// The rows still combine in index order, so an associative `f` gives what the row-by-row fold
-/// gives, and the grouping depends on the block only.
+/// source rows stream at once (1.1-1.5x faster on `f32` column sums of 64² to 4096²,
+/// `BENCHMARKS.md`). Each element's operations are the row-by-row fold's, in its order, so the
+/// results are the same bit for bit.
 ///
 /// # Safety
 /// As [`fold_row`] for each run; the accumulator runs are this thread's alone.
 #[inline(always)]
-unsafe fn fold_block<A: Clone>(
+pub(crate) unsafe fn fold_block<A: Clone>(
     o: *mut A,
     b: *const A,
     Block {
@@ -717,11 +681,11 @@ unsafe fn fold_block<A: Clone>(
                     slice::from_raw_parts(b.offset((r + k) as isize * step[1]), n)
                 });
                 let f = fold.f;
-                let pair = |p: &A, q: &A| f(p.clone(), q.clone());
                 for (((o, x0), x1), (x2, x3)) in
                     acc.iter_mut().zip(x0).zip(x1).zip(x2.iter().zip(x3))
                 {
-                    *o = f(o.clone(), f(pair(x0, x1), pair(x2, x3)));
+                    let two = f(f(o.clone(), x0.clone()), x1.clone());
+                    *o = f(f(two, x2.clone()), x3.clone());
                 }
                 r += FOLD_ROWS;
             }

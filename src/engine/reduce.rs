@@ -72,7 +72,7 @@ where
                     rows,
                     step,
                 };
-                kernel::fold(a, s, block, fold)
+                kernel::fold_block(a, s, block, fold)
             }
         })
     }
