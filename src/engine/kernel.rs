@@ -647,7 +647,7 @@ unsafe fn fold_row<A: Clone>(
 /// Source rows folded in one pass over a repeated accumulator run ([`fold_block`]).
 const FOLD_ROWS: usize = 4;
 
-/// [`fold_row`] over each run of a block (the accumulator's runs, then the source's). When
+/// [`fold_row`] over each run of a block (operand 0 the accumulator, 1 the source). When
 /// the accumulator run repeats down the rows (a sum to `(1, N)`) and both runs are contiguous,
 /// [`FOLD_ROWS`] source rows are folded per pass, `o = f(f(f(f(o, x0), x1), x2), x3)`: the
 /// accumulator is loaded and stored once per four rows instead of once per row, and four
@@ -675,12 +675,11 @@ pub(crate) unsafe fn fold_block<A: Clone>(
     unsafe {
         let mut r = 0;
         if step[0] == 0 && s == [1, 1] {
-            let acc = slice::from_raw_parts_mut(o, n);
+            let (acc, f) = (slice::from_raw_parts_mut(o, n), fold.f);
             while r + FOLD_ROWS <= rows {
                 let [x0, x1, x2, x3]: [&[A]; FOLD_ROWS] = std::array::from_fn(|k| {
                     slice::from_raw_parts(b.offset((r + k) as isize * step[1]), n)
                 });
-                let f = fold.f;
                 for (((o, x0), x1), (x2, x3)) in
                     acc.iter_mut().zip(x0).zip(x1).zip(x2.iter().zip(x3))
                 {
