@@ -3,6 +3,7 @@
 //! override forces serial execution or caps the threads.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 /// How the engine may split an operation across threads.
@@ -182,22 +183,45 @@ pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::o
 /// takes): it claims indices itself, and a helper that comes late, or not at all because its
 /// core is busy, finds none left. So whether an operation runs in parallel is decided by the
 /// measured fact of a free core, and a fork costs about one task hand-off when none is.
+///
+/// The caller claims indices from the front and helpers from the back. Run again over the
+/// same operands, the threads meet near the same index and each finds its part of them in its
+/// own core's cache, where interleaved claims would scatter them over both cores
+/// (`BENCHMARKS.md`: 10-40% less time on `f32` ops of 256² to 768²).
 pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + Sync)) {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let claim = || loop {
-        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if i >= n {
-            return;
-        }
-        work(i);
-    };
     let helpers = pieces.min(n).saturating_sub(1);
+    // The unclaimed indices, `front..back`, packed in one word so that a claim at either end
+    // is one compare-and-swap. Past 32 bits (no caller splits that finely) the caller runs all.
+    let Ok(end) = u32::try_from(n) else {
+        return (0..n).for_each(work);
+    };
+    let unclaimed = AtomicU64::new(u64::from(end) << 32);
+    let claim = |from_back: bool| {
+        let mut now = unclaimed.load(Ordering::Relaxed);
+        loop {
+            let (front, back) = (now & u64::from(u32::MAX), now >> 32);
+            if front >= back {
+                return;
+            }
+            let (next, i) = match from_back {
+                true => ((back - 1) << 32 | front, back - 1),
+                false => (now + 1, front),
+            };
+            match unclaimed.compare_exchange_weak(now, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    work(i as usize);
+                    now = unclaimed.load(Ordering::Relaxed);
+                }
+                Err(seen) => now = seen,
+            }
+        }
+    };
     #[cfg(feature = "rayon")]
     if helpers > 0 {
-        return help::with_helpers(helpers, &claim);
+        return help::with_helpers(helpers, &|| claim(false), &|| claim(true));
     }
     let _ = helpers;
-    claim();
+    claim(false);
 }
 
 /// Pool threads that join a loop the calling thread runs, while it runs.
@@ -221,10 +245,14 @@ mod help {
     const CLOSED: usize = 1;
     const HELPER: usize = 2;
 
-    /// Runs `claim` (a loop that claims work until none is left) here and on up to `helpers`
-    /// pool threads, and returns once every thread that entered it has left; a panic in any of
-    /// them is resumed here after that.
-    pub(super) fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync)) {
+    /// Runs `claim` (a loop that claims work until none is left) here and `help` (another such
+    /// loop over the same work) on up to `helpers` pool threads, and returns once every thread
+    /// that entered has left; a panic in any of them is resumed here after that.
+    pub(super) fn with_helpers(
+        helpers: usize,
+        claim: &(dyn Fn() + Sync),
+        help: &(dyn Fn() + Sync),
+    ) {
         let shared = Arc::new(Shared {
             state: AtomicUsize::new(0),
             panic: Mutex::new(None),
@@ -232,7 +260,7 @@ mod help {
         // SAFETY: only the lifetime is erased. A helper calls the loop only after entering
         // while the state is open, and the caller neither returns nor unwinds past `Close`
         // until it has closed the state and every helper that entered has left.
-        let task: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(claim) };
+        let task: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(help) };
         for _ in 0..helpers {
             let shared = Arc::clone(&shared);
             rayon::spawn(move || {
@@ -359,6 +387,46 @@ mod tests {
         };
         assert_eq!(threads_of(true), 0, "a busy pool thread took indices");
         assert!(threads_of(false) > 0, "a free pool thread never joined");
+    }
+
+    /// The caller's indices are a prefix of the loop and a helper's the rest: each thread
+    /// keeps one end of the operands, so a repeated op finds its part in the same core's cache.
+    #[cfg(feature = "rayon")]
+    #[test]
+    fn the_caller_claims_the_front_and_helpers_the_back() {
+        use std::sync::Mutex;
+        use std::thread;
+        use std::time::Duration;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let mut helped = false;
+        // A helper may not arrive in time on a loaded machine: try a few loops.
+        for _ in 0..5 {
+            let ran = Mutex::new(vec![None; 16]);
+            let caller = pool.install(|| {
+                for_each_index(16, 2, &|i| {
+                    thread::sleep(Duration::from_millis(2));
+                    ran.lock().unwrap()[i] = Some(thread::current().id());
+                });
+                thread::current().id()
+            });
+            let by_caller: Vec<bool> = ran
+                .into_inner()
+                .unwrap()
+                .into_iter()
+                .map(|t| t.expect("every index ran") == caller)
+                .collect();
+            let front = by_caller.iter().take_while(|&&c| c).count();
+            assert!(front > 0, "the caller did not start at the front");
+            assert!(
+                by_caller[front..].iter().all(|&c| !c),
+                "claims interleaved: {by_caller:?}"
+            );
+            helped |= front < 16;
+        }
+        assert!(helped, "a free pool thread never joined");
     }
 
     /// A panic on a helper or on the caller reaches the caller, after every helper has left
