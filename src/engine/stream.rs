@@ -49,8 +49,9 @@ impl<'l> Write<'l> {
             return Write::Logged(log);
         }
         // A fresh output's first touch faults its pages in, and the kernel's zeroing of them
-        // leaves lines in cache that plain stores then hit: streaming them was slower.
-        if fresh {
+        // leaves lines in cache that plain stores then hit: streaming them was slower. Below
+        // the threshold (every small walk) the answer comes before any arithmetic.
+        if fresh || traffic < STREAM_MIN.load(Ordering::Relaxed) {
             return Write::Plain;
         }
         // Slots are moved out of the buffer by their bits: only types without drop glue (a
@@ -60,12 +61,11 @@ impl<'l> Write<'l> {
             && size > 0
             && 64 % size == 0
             && align_of::<K::Slot>() <= 64;
-        let large = traffic >= STREAM_MIN.load(Ordering::Relaxed);
         // Streaming paid where two inputs or more are read in full beside the output; with one
         // (a broadcast row, column or outer product) plain stores were as fast or faster.
         let reads =
             traffic.saturating_sub(len.saturating_mul(size)) / len.max(1).saturating_mul(size);
-        if cfg!(target_arch = "x86_64") && !K::READS_OUTPUT && fits && large && reads >= 2 {
+        if cfg!(target_arch = "x86_64") && !K::READS_OUTPUT && fits && reads >= 2 {
             Write::Streamed
         } else {
             Write::Plain
