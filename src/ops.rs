@@ -25,7 +25,9 @@ use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::{self, Fresh, Map, Src, Zip, Zip3};
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_shape, clamp_shape, higher, iota, select_shape, Dims, ShapeArg};
+use crate::shape::{
+    binary_shape, clamp_shape, higher, iota, same_dims, select_shape, Dims, ShapeArg,
+};
 use crate::strict::{Strict, StrictView};
 use crate::view::broadcast_in_dim_view;
 use sealed::Sealed;
@@ -265,7 +267,7 @@ pub(crate) fn into_dim<C, O: Dimension>(
 
 /// `Ok` when an output or in-place array of shape `got` can take a result of shape `expected`.
 pub(crate) fn check_out(op: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
-    if expected == got {
+    if same_dims(expected, got) {
         Ok(())
     } else {
         Err(BroadcastError::OutputShape {

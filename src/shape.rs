@@ -225,6 +225,13 @@ pub(crate) fn binary_plan(
     })
 }
 
+/// Whether two shapes are equal, compared in line: a slice's `==` calls `memcmp`, which costs
+/// more than the few dims of a shape, and small ops compare shapes several times.
+#[inline(always)]
+pub(crate) fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// The higher-rank of two shapes (`lhs` at equal ranks): the output shape of XLA's binary rule
 /// when [`binary_shape`] returns `Ok(false)`.
 #[inline(always)]
@@ -249,7 +256,7 @@ pub(crate) fn binary_shape(
     out: &mut Dims,
 ) -> Result<bool> {
     let identity = || dims.is_empty() || dims.iter().copied().eq(0..lhs.len());
-    if lhs == rhs && identity() {
+    if same_dims(lhs, rhs) && identity() {
         return Ok(false);
     }
     let boxed = |s: &[usize]| -> Box<[usize]> { s.into() };

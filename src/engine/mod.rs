@@ -184,11 +184,20 @@ unsafe fn walk<K: BlockKernel<N>, const N: usize>(
         operand::same_shape(out.shape, input);
     }
     let strides = operands.map(|o| &o.strides[..]);
-    let len = out.shape.iter().product();
-    let traffic = operands
+    let len: usize = out.shape.iter().product();
+    // Every operand read in full bounds the traffic; a walk that small is serial and written
+    // plainly whatever its broadcasts, so it needs no closer figure.
+    let bound = operands
         .iter()
-        .map(|o| o.traffic(len))
-        .fold(0, usize::saturating_add);
+        .fold(0usize, |b, o| b.saturating_add(len.saturating_mul(o.size)));
+    let traffic = if parallel::is_small(bound) && !stream::may_stream(bound) {
+        bound
+    } else {
+        operands
+            .iter()
+            .map(|o| o.traffic(len))
+            .fold(0, usize::saturating_add)
+    };
     let pieces = parallel::pieces(traffic);
     let write = Write::choose::<K, N>(len, traffic, fresh, log);
     let at = |offs: [isize; N]| -> [*mut u8; N] {

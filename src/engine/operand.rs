@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::transpose;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{in_dim_check, iota};
+use crate::shape::{in_dim_check, iota, same_dims};
 use crate::view::place_strides;
 
 /// Strides of an operand, inline up to rank 6.
@@ -148,7 +148,7 @@ impl<'a, T> Src<'a, T> {
         a: &'a ArrayRef<T, D>,
         out_shape: &'a [usize],
     ) -> Result<Self> {
-        if a.shape() == out_shape {
+        if same_dims(a.shape(), out_shape) {
             return Ok(Src::new(Operand::input(
                 a.as_ptr(),
                 out_shape,
@@ -240,7 +240,7 @@ pub(super) fn same_shape(out: &[usize], input: &Operand<'_>) {
     fn mismatch(out: &[usize], input: &[usize]) -> ! {
         panic!("engine: an input seen at {input:?}, not at the output shape {out:?}")
     }
-    if out != input.shape {
+    if !same_dims(out, input.shape) {
         mismatch(out, input.shape)
     }
 }

@@ -98,11 +98,7 @@ impl<const N: usize> Plan<N> {
         if !fits || shape.contains(&0) {
             return None;
         }
-        let [(rows, step), (n, inner)] = match two.used {
-            0 => [(1, [0; N]), (1, [0; N])],
-            1 => [(1, [0; N]), two.dims[0]],
-            _ => two.dims,
-        };
+        let [(rows, step), (n, inner)] = two.dims;
         Some(Block {
             n,
             inner,
@@ -215,7 +211,10 @@ impl<const N: usize> MergedDims<N> for Plan<N> {
     }
 }
 
-/// At most two merged dims, on the stack: [`Plan::block_of`]'s.
+/// At most two merged dims, on the stack: [`Plan::block_of`]'s. They fill from the back, so the
+/// innermost is always `dims[1]` and an unused outer one stays a single row: every index is a
+/// constant, which lets the compiler keep them in registers (a store of strides piece by piece
+/// read back whole stalled the small walk).
 struct Two<const N: usize> {
     dims: [(usize, [isize; N]); 2],
     used: usize,
@@ -233,15 +232,16 @@ impl<const N: usize> Default for Two<N> {
 impl<const N: usize> MergedDims<N> for Two<N> {
     #[inline(always)]
     fn last_mut(&mut self) -> Option<(&mut usize, &mut [isize; N])> {
-        let (n, s) = self.dims[..self.used].last_mut()?;
-        Some((n, s))
+        let (n, s) = &mut self.dims[1];
+        (self.used > 0).then_some((n, s))
     }
     #[inline(always)]
     fn push(&mut self, n: usize, strides: [isize; N]) -> bool {
-        let Some(slot) = self.dims.get_mut(self.used) else {
+        if self.used == 2 {
             return false;
-        };
-        *slot = (n, strides);
+        }
+        self.dims[0] = self.dims[1];
+        self.dims[1] = (n, strides);
         self.used += 1;
         true
     }

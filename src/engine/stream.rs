@@ -22,6 +22,12 @@ pub(crate) const STREAM_MIN_BYTES: usize = 48 << 20;
 /// The threshold in force: [`STREAM_MIN_BYTES`], lowered by tests to stream small walks.
 pub(crate) static STREAM_MIN: AtomicUsize = AtomicUsize::new(STREAM_MIN_BYTES);
 
+/// Whether a walk that streams `traffic` bytes is large enough to write past the cache.
+#[inline(always)]
+pub(super) fn may_stream(traffic: usize) -> bool {
+    traffic >= STREAM_MIN.load(Ordering::Relaxed)
+}
+
 /// The bytes of output computed between two copies: short phases keep the reads and the
 /// streamed writes overlapping (1-2 KiB beat 4-16 KiB by 10-15% in a plain loop), but each
 /// phase pays a kernel call's fixed cost (1 KiB was 1.4x slower on one thread).
@@ -51,7 +57,7 @@ impl<'l> Write<'l> {
         // A fresh output's first touch faults its pages in, and the kernel's zeroing of them
         // leaves lines in cache that plain stores then hit: streaming them was slower. Below
         // the threshold (every small walk) the answer comes before any arithmetic.
-        if fresh || traffic < STREAM_MIN.load(Ordering::Relaxed) {
+        if fresh || !may_stream(traffic) {
             return Write::Plain;
         }
         // Slots are moved out of the buffer by their bits: only types without drop glue (a
