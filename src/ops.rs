@@ -26,7 +26,7 @@ use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, Xl
 use crate::engine::{self, Fresh, Map, Src, Zip, Zip3};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{
-    binary_shape, clamp_shape, higher, iota, same_dims, select_shape, Dims, ShapeArg,
+    binary_shape, clamp_shape, elementwise, higher, iota, same_dims, select_shape, Dims, ShapeArg,
 };
 use crate::strict::{Strict, StrictView};
 use crate::view::broadcast_in_dim_view;
@@ -293,6 +293,17 @@ where
     D: Dimension + DimMax<E>,
     E: Dimension,
 {
+    // Operands read at their own shapes get a copy of `collect` of their own. Joined with the
+    // general rule's placements, which may make strides, every read of an operand stalls on
+    // stores merged from both forms: a 4x4 f32 add took 55 ns that way, 33 ns this way.
+    if elementwise(lhs.shape(), rhs.shape(), dims) {
+        return engine::collect(
+            op,
+            out_dim(op, lhs.shape())?,
+            &Zip::new(&f, &Src::of(lhs), &Src::of(rhs)),
+            Fresh::FollowInputs,
+        );
+    }
     let mut shape = Dims::new();
     let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
     engine::collect(

@@ -232,6 +232,19 @@ pub(crate) fn same_dims(a: &[usize], b: &[usize]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
+/// XLA's binary rule at its simplest: equal shapes and no `broadcast_dimensions` (or the
+/// identity), where each operand is read at its own shape, which is the output's.
+#[inline(always)]
+pub(crate) fn elementwise(lhs: &[usize], rhs: &[usize], dims: &[usize]) -> bool {
+    same_dims(lhs, rhs) && identity(dims, lhs.len())
+}
+
+/// Whether `dims` place an operand of rank `rank` at the same rank unmoved: none, or `0..rank`.
+#[inline(always)]
+fn identity(dims: &[usize], rank: usize) -> bool {
+    dims.is_empty() || dims.iter().copied().eq(0..rank)
+}
+
 /// The higher-rank of two shapes (`lhs` at equal ranks): the output shape of XLA's binary rule
 /// when [`binary_shape`] returns `Ok(false)`.
 #[inline(always)]
@@ -255,15 +268,14 @@ pub(crate) fn binary_shape(
     dims: &[usize],
     out: &mut Dims,
 ) -> Result<bool> {
-    let identity = || dims.is_empty() || dims.iter().copied().eq(0..lhs.len());
-    if same_dims(lhs, rhs) && identity() {
+    if elementwise(lhs, rhs, dims) {
         return Ok(false);
     }
     let boxed = |s: &[usize]| -> Box<[usize]> { s.into() };
     let err_ctx = || (op, boxed(lhs), boxed(rhs), boxed(dims));
 
     if lhs.len() == rhs.len() {
-        if !identity() {
+        if !identity(dims, lhs.len()) {
             let (op, lhs, rhs, dims) = err_ctx();
             return Err(BroadcastError::BroadcastDimsNotIdentity { op, lhs, rhs, dims });
         }

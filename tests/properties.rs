@@ -406,6 +406,32 @@ proptest! {
         }
     }
 
+    /// Equal shapes with no `broadcast_dimensions`, or the identity: the rule's simplest case,
+    /// which enters the engine on a road of its own, in every layout.
+    #[test]
+    fn equal_shapes_match_reference(shape in small_shape(), ka in kind(), kb in kind(), identity in any::<bool>(), seed in 0i32..100) {
+        let dims: Vec<usize> = if identity { (0..shape.len()).collect() } else { vec![] };
+        let (sa, sb) = (storage(&shape, ka, seed), storage(&shape, kb, seed + 1));
+        let (a, b) = (view_of(&sa, &shape, ka), view_of(&sb, &shape, kb));
+        let want = ref_binary(&a, &b, &dims, i32::xla_sub);
+        prop_assert!(want.is_some());
+        let r = a.sub_bcast(&b, &dims).unwrap();
+        prop_assert_eq!(Some(&r), want.as_ref());
+        prop_assert_eq!(numpy::sub(&a, &b).ok(), want);
+        let lt = ref_binary(&a, &b, &dims, |x, y| (x < y) as i32).map(|r| r.mapv(|v| v == 1));
+        prop_assert_eq!(a.lt_bcast(&b, &dims).ok(), lt);
+        // The result follows its inputs' memory order, as every fresh result does: one block,
+        // no negative stride, and a transposed one when both inputs are.
+        prop_assert!(r.as_slice_memory_order().is_some() && r.strides().iter().all(|&s| s >= 0));
+        let transposed = |k| matches!(k, Kind::Transposed | Kind::Rotated | Kind::SteppedTransposed);
+        if !transposed(ka) && !transposed(kb) {
+            prop_assert!(r.is_standard_layout());
+        }
+        if transposed(ka) && transposed(kb) {
+            prop_assert!(r.t().is_standard_layout());
+        }
+    }
+
     #[test]
     fn numpy_and_paddle_match_reference(a in small_shape(), b in small_shape(), axis in -2isize..5, seed in 0i32..50) {
         prop_assert_eq!(shape::numpy_shape(&[&a, &b]).ok(), ref_numpy_shape(&a, &b));
