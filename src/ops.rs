@@ -201,8 +201,9 @@ dim_concat!(
 );
 
 /// Both operands of a binary op seen at its output shape by XLA's rule (each carries it:
-/// [`Src::shape`]); the shape is kept in `out`. The one front door of the binary ops: the rule
-/// decides the shape and each operand's placement, the engine does the rest.
+/// [`Src::shape`]); the shape is kept in `out`. The rule decides the shape and each operand's
+/// placement, the engine does the rest; operands at their own shapes, the rule's simplest case,
+/// skip it in `zip_collect`.
 #[inline(always)]
 fn operands<'o, A, B, D: Dimension, E: Dimension>(
     op: &'static str,
