@@ -6,6 +6,7 @@ use std::mem::MaybeUninit;
 
 use ndarray::{Array, Dimension, ShapeBuilder, StrideShape};
 
+use super::plan::Order;
 use crate::error::{BroadcastError, Result};
 
 /// Outputs at least this large (in bytes) get the huge-page advice.
@@ -15,14 +16,14 @@ const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 /// most an eighth more memory, virtual until the last page is touched.
 const SPARE_MIN_BYTES: usize = 16 << 20;
 
-/// An uninitialised array of shape `dim`, contiguous with its dims laid out in `order`
-/// (outermost first; `None` for standard layout), or an error (never an abort) when its bytes
+/// An uninitialised array of shape `dim`, contiguous with its dims laid out in `order`, or an
+/// error (never an abort) when its bytes
 /// do not fit `isize` or the allocator refuses them.
 #[inline(always)]
 pub(super) fn uninit<C, D: Dimension>(
     op: &'static str,
     dim: D,
-    order: Option<&[usize]>,
+    order: Order<&[usize]>,
 ) -> Result<Array<MaybeUninit<C>, D>> {
     let fail = |dim: &D| refused::<C, D>(op, dim);
     let len = dim.size_checked().ok_or_else(|| fail(&dim))?;
@@ -31,10 +32,9 @@ pub(super) fn uninit<C, D: Dimension>(
     unsafe { buffer.set_len(len) };
     let empty = (len == 0).then(|| dim.clone());
     let shape: StrideShape<D> = match order {
-        None => dim.into(),
-        // F order (most dims last outermost), which ndarray builds without a loop.
-        Some(order) if order.iter().rev().copied().eq(0..dim.ndim()) => dim.f().into(),
-        Some(order) => {
+        Order::Standard => dim.into(),
+        Order::Reversed => dim.f().into(),
+        Order::Dims(order) => {
             debug_assert!((0..dim.ndim()).all(|ax| order.contains(&ax)));
             let mut strides = D::zeros(dim.ndim());
             let mut step = 1;

@@ -274,15 +274,51 @@ fn merge<const N: usize>(
     true
 }
 
-/// The memory order (dims, outermost first) of a fresh output read by `inputs` (their strides
-/// at the output's `shape`), after NumPy's `order='K'`: a dim goes outside another when every
-/// input that tells the two apart has the larger stride on it; otherwise the logical order
-/// stands. `None` means the logical order (standard layout), which C-ordered and broadcast
-/// inputs always give without a sort. All-F inputs give an F-ordered result, as ndarray's own
+/// A memory order of a shape's dims, outermost first. The two orders of almost every array
+/// are tags: a returned [`Nest`] is copied out through the stack, which costs small ops more
+/// than the rest of their fixed cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order<P = Nest<usize>> {
+    /// The logical order: standard (C) layout.
+    Standard,
+    /// The dims reversed: F layout.
+    Reversed,
+    /// Any other permutation of the dims.
+    Dims(P),
+}
+
+impl Order {
+    /// The order, borrowed.
+    #[inline(always)]
+    pub fn as_ref(&self) -> Order<&[usize]> {
+        match self {
+            Order::Standard => Order::Standard,
+            Order::Reversed => Order::Reversed,
+            Order::Dims(dims) => Order::Dims(dims),
+        }
+    }
+}
+
+impl Order<&[usize]> {
+    /// The dim `i`-th from the outside, of `rank` dims.
+    #[inline(always)]
+    pub fn outer(&self, i: usize, rank: usize) -> usize {
+        match self {
+            Order::Standard => i,
+            Order::Reversed => rank - 1 - i,
+            Order::Dims(dims) => dims[i],
+        }
+    }
+}
+
+/// The memory order of a fresh output read by `inputs` (their strides at the output's
+/// `shape`), after NumPy's `order='K'`: [`memory_order`], whose sort only the inputs that are
+/// neither C- nor F-ordered reach. All-F inputs give an F-ordered result, as ndarray's own
 /// arithmetic does, so the walk stays unit-stride instead of transposing every operand.
-#[inline]
-pub(crate) fn output_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<usize>> {
-    // Plain loops, inlined: every small op passes here.
+#[inline(always)]
+pub(crate) fn output_order(shape: &[usize], inputs: &[&[isize]]) -> Order {
+    // Strides that never grow from the outermost dim in: the logical order, which C-ordered
+    // and broadcast inputs always give.
     let c_ordered = |strides: &[isize]| {
         let mut outer = usize::MAX;
         for (&n, &s) in shape.iter().zip(strides) {
@@ -296,11 +332,26 @@ pub(crate) fn output_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<
         }
         true
     };
+    // Strides that grow from the first dim to the last, in every input that is not a scalar,
+    // with no size-1 dim: every pair of dims is told apart the same way, and the sort would
+    // reverse them all.
+    let f_ordered = |strides: &[isize]| {
+        let mut inner = 0;
+        strides.iter().all(|&s| s == 0)
+            || strides.iter().all(|&s| {
+                let grows = s.unsigned_abs() > inner;
+                inner = s.unsigned_abs();
+                grows
+            })
+    };
     // An empty result has no memory to order.
     if inputs.iter().all(|s| c_ordered(s)) || shape.contains(&0) {
-        return None;
+        Order::Standard
+    } else if !shape.contains(&1) && inputs.iter().all(|s| f_ordered(s)) {
+        Order::Reversed
+    } else {
+        memory_order(shape, inputs).map_or(Order::Standard, Order::Dims)
     }
-    memory_order(shape, inputs)
 }
 
 /// What an input's stride `s` along a dim of size `n` says about memory order: its size, or 0
@@ -315,14 +366,14 @@ fn order_stride(n: usize, s: isize) -> usize {
 }
 
 /// Whether `strides` at `shape` lay the elements out densely, with positive strides, in
-/// `order` (outermost first; `None`: the logical order), so that element 0 is the lowest address
-/// and the elements follow one another in that order. Size-1 dims take any stride.
+/// `order`, so that element 0 is the lowest address and the elements follow one another in
+/// that order. Size-1 dims take any stride.
 #[inline(always)]
-pub(crate) fn dense_in(shape: &[usize], strides: &[isize], order: Option<&[usize]>) -> bool {
+pub(crate) fn dense_in(shape: &[usize], strides: &[isize], order: Order<&[usize]>) -> bool {
     let rank = shape.len();
     let mut step = 1isize;
     for i in (0..rank).rev() {
-        let d = order.map_or(i, |o| o[i]);
+        let d = order.outer(i, rank);
         if shape[d] != 1 {
             if strides[d] != step {
                 return false;
@@ -389,10 +440,19 @@ mod tests {
         assert_eq!(p.inner_strides(), [1, 4]);
     }
 
+    /// `order` as [`memory_order`] gives it: the dims outermost first, `None` for the logical
+    /// order.
+    fn dims(shape: &[usize], order: Order) -> Option<Vec<usize>> {
+        let rank = shape.len();
+        let dims = (0..rank)
+            .map(|i| order.as_ref().outer(i, rank))
+            .collect::<Vec<_>>();
+        (order != Order::Standard).then_some(dims)
+    }
+
     #[test]
     fn output_order_follows_the_inputs() {
-        let order =
-            |shape: &[usize], inputs: &[&[isize]]| output_order(shape, inputs).map(|o| o.to_vec());
+        let order = |shape: &[usize], inputs: &[&[isize]]| dims(shape, output_order(shape, inputs));
         // C order, broadcast and size-1 dims, empty results: standard layout, no sort.
         assert_eq!(order(&[0, 4], &[&[1, 3]]), None);
         assert_eq!(order(&[3, 4], &[&[4, 1], &[0, 1]]), None);
@@ -411,6 +471,36 @@ mod tests {
             order(&[2, 3, 4], &[&[1, 0, 2], &[0, 1, 0]]),
             Some(vec![2, 0, 1])
         );
+    }
+
+    /// The shortcuts before the sort (C order, F order) answer as the sort would, for every
+    /// small shape and every stride pattern of one or two inputs.
+    #[test]
+    fn output_order_is_the_sorts_order() {
+        let values = [0isize, 1, 2, 6, -4];
+        for rank in 1..=3u32 {
+            let patterns: Vec<Vec<isize>> = (0..values.len().pow(rank))
+                .map(|code| {
+                    (0..rank as usize)
+                        .map(|d| values[code / values.len().pow(d as u32) % values.len()])
+                        .collect()
+                })
+                .collect();
+            for code in 0..3usize.pow(rank) {
+                let shape: Vec<usize> = (0..rank).map(|d| 1 + code / 3usize.pow(d) % 3).collect();
+                for x in &patterns {
+                    let sorted =
+                        |inputs: &[&[isize]]| memory_order(&shape, inputs).map(|o| o.to_vec());
+                    assert_eq!(dims(&shape, output_order(&shape, &[x])), sorted(&[x]));
+                    for y in &patterns {
+                        let inputs: [&[isize]; 2] = [x, y];
+                        let got = dims(&shape, output_order(&shape, &inputs));
+                        let want = sorted(&inputs);
+                        assert_eq!(got, want, "{shape:?} {x:?} {y:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -495,16 +585,18 @@ mod tests {
 
     #[test]
     fn density_follows_an_order() {
-        assert!(dense_in(&[3, 4], &[4, 1], None));
-        assert!(!dense_in(&[3, 4], &[1, 3], None));
-        assert!(dense_in(&[3, 4], &[1, 3], Some(&[1, 0])));
+        assert!(dense_in(&[3, 4], &[4, 1], Order::Standard));
+        assert!(!dense_in(&[3, 4], &[1, 3], Order::Standard));
+        assert!(dense_in(&[3, 4], &[1, 3], Order::Dims(&[1, 0])));
+        assert!(dense_in(&[3, 4], &[1, 3], Order::Reversed));
+        assert!(!dense_in(&[3, 4], &[4, 1], Order::Reversed));
         assert!(
-            dense_in(&[1, 4], &[99, 1], None),
+            dense_in(&[1, 4], &[99, 1], Order::Standard),
             "size-1 dims take any stride"
         );
-        assert!(!dense_in(&[3, 4], &[8, 2], None));
-        assert!(!dense_in(&[3, 4], &[-4, 1], None));
-        assert!(dense_in(&[2, 3, 4], &[4, 8, 1], Some(&[1, 0, 2])));
-        assert!(dense_in(&[], &[], None));
+        assert!(!dense_in(&[3, 4], &[8, 2], Order::Standard));
+        assert!(!dense_in(&[3, 4], &[-4, 1], Order::Standard));
+        assert!(dense_in(&[2, 3, 4], &[4, 8, 1], Order::Dims(&[1, 0, 2])));
+        assert!(dense_in(&[], &[], Order::Standard));
     }
 }
