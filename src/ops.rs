@@ -202,8 +202,8 @@ dim_concat!(
 
 /// Both operands of a binary op seen at its output shape by XLA's rule (each carries it:
 /// [`Src::shape`]); the shape is kept in `out`. The rule decides the shape and each operand's
-/// placement, the engine does the rest; operands at their own shapes, the rule's simplest case,
-/// skip it in `zip_collect`.
+/// placement, the engine does the rest. The rule's two simplest cases skip it in `zip_collect`:
+/// operands at their own shapes, and a scalar with an operand at its own shape.
 #[inline(always)]
 fn operands<'o, A, B, D: Dimension, E: Dimension>(
     op: &'static str,
@@ -304,6 +304,26 @@ where
             &Zip::new(&f, &Src::of(lhs), &Src::of(rhs)),
             Fresh::FollowInputs,
         );
+    }
+    // A scalar and an operand at its own shape, the other common case, the same way; a copy
+    // for each side, not one joined pair, for the same reason.
+    if dims.is_empty() {
+        if let Some(r) = Src::scalar(rhs, lhs.shape()) {
+            return engine::collect(
+                op,
+                out_dim(op, lhs.shape())?,
+                &Zip::new(&f, &Src::of(lhs), &r),
+                Fresh::FollowInputs,
+            );
+        }
+        if let Some(l) = Src::scalar(lhs, rhs.shape()) {
+            return engine::collect(
+                op,
+                out_dim(op, rhs.shape())?,
+                &Zip::new(&f, &l, &Src::of(rhs)),
+                Fresh::FollowInputs,
+            );
+        }
     }
     let mut shape = Dims::new();
     let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;

@@ -430,6 +430,22 @@ proptest! {
         if transposed(ka) && transposed(kb) {
             prop_assert!(r.t().is_standard_layout());
         }
+        // A scalar on either side: read at every index of the other operand, whose memory
+        // order the result follows.
+        let s = ndarray::arr0(seed - 50);
+        let sv = s.view().into_dyn();
+        let rs = a.sub_bcast(&s, &[]).unwrap();
+        prop_assert_eq!(Some(rs.clone()), ref_binary(&a, &sv, &[], i32::xla_sub));
+        let sr = s.sub_bcast(&a, &[]).unwrap();
+        prop_assert_eq!(Some(sr.clone()), ref_binary(&sv, &a, &[], i32::xla_sub));
+        for r in [&rs, &sr] {
+            prop_assert!(r.as_slice_memory_order().is_some());
+            if !transposed(ka) {
+                prop_assert!(r.is_standard_layout());
+            } else if shape.iter().all(|&n| n > 1) {
+                prop_assert!(r.t().is_standard_layout());
+            }
+        }
     }
 
     #[test]

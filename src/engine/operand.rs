@@ -185,10 +185,8 @@ impl<'a, T> Src<'a, T> {
         dims: &[usize],
     ) -> Result<Self> {
         in_dim_check(op, a.shape(), out_shape, dims)?;
-        if a.ndim() == 0 && out_shape.len() <= ZEROS.len() {
-            // A scalar read at every index: no strides to make.
-            let strides = StridesAt::Own(&ZEROS[..out_shape.len()]);
-            return Ok(Src::new(Operand::input(a.as_ptr(), out_shape, strides)));
+        if let Some(scalar) = Src::scalar(a, out_shape) {
+            return Ok(scalar);
         }
         let strides = place_strides(a.shape(), a.strides(), out_shape, dims);
         Ok(Src::new(Operand::input(
@@ -196,6 +194,17 @@ impl<'a, T> Src<'a, T> {
             out_shape,
             StridesAt::Made(strides),
         )))
+    }
+
+    /// A rank-0 `a` read at every index of `out_shape` (which XLA's rule allows for any shape
+    /// with no dims); `None` when `a` has a rank, or `out_shape` more than 16 dims.
+    #[inline(always)]
+    pub fn scalar<D: Dimension>(a: &'a ArrayRef<T, D>, out_shape: &'a [usize]) -> Option<Self> {
+        // No strides to make: the static zeros.
+        (a.ndim() == 0 && out_shape.len() <= ZEROS.len()).then(|| {
+            let strides = StridesAt::Own(&ZEROS[..out_shape.len()]);
+            Src::new(Operand::input(a.as_ptr(), out_shape, strides))
+        })
     }
 
     #[inline(always)]
