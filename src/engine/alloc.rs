@@ -17,8 +17,7 @@ const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 const SPARE_MIN_BYTES: usize = 16 << 20;
 
 /// An uninitialised array of shape `dim`, contiguous with its dims laid out in `order`, or an
-/// error (never an abort) when its bytes
-/// do not fit `isize` or the allocator refuses them.
+/// error (never an abort) when its bytes do not fit `isize` or the allocator refuses them.
 #[inline(always)]
 pub(super) fn uninit<C, D: Dimension>(
     op: &'static str,
