@@ -23,7 +23,7 @@
 use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
-use crate::engine::{self, Fresh, Map, Src, Zip, Zip3};
+use crate::engine::{self, Fresh, Map, Seen, Src, Zip, Zip3};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{
     binary_shape, clamp_shape, elementwise, higher, iota, same_dims, select_shape, Dims, ShapeArg,
@@ -371,10 +371,27 @@ where
     E: Dimension,
     O: Dimension,
 {
+    if elementwise(lhs.shape(), rhs.shape(), dims) {
+        check_out(op, lhs.shape(), out.shape())?;
+        engine::into(out, &Zip::new(&f, &Src::of(lhs), &Src::of(rhs)), Seen::Own);
+        return Ok(());
+    }
+    if dims.is_empty() {
+        if let Some(r) = Src::scalar(rhs, lhs.shape()) {
+            check_out(op, lhs.shape(), out.shape())?;
+            engine::into(out, &Zip::new(&f, &Src::of(lhs), &r), Seen::Own);
+            return Ok(());
+        }
+        if let Some(l) = Src::scalar(lhs, rhs.shape()) {
+            check_out(op, rhs.shape(), out.shape())?;
+            engine::into(out, &Zip::new(&f, &l, &Src::of(rhs)), Seen::Own);
+            return Ok(());
+        }
+    }
     let mut shape = Dims::new();
     let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
     check_out(op, l.shape(), out.shape())?;
-    engine::into(out, &Zip::new(&f, &l, &r));
+    engine::into(out, &Zip::new(&f, &l, &r), Seen::Placed);
     Ok(())
 }
 
@@ -392,12 +409,24 @@ where
     D: Dimension,
     E: Dimension,
 {
+    if elementwise(lhs.shape(), rhs.shape(), dims) {
+        engine::assign(lhs, &Src::of(rhs), &f, Seen::Own);
+        return Ok(());
+    }
+    if dims.is_empty() && rhs.ndim() == 0 {
+        // Seen at a copy of the shape: `lhs` is borrowed to be written.
+        let shape = Dims::from_slice(lhs.shape());
+        if let Some(r) = Src::scalar(rhs, &shape) {
+            engine::assign(lhs, &r, &f, Seen::Own);
+            return Ok(());
+        }
+    }
     let mut shape = Dims::new();
     if !binary_shape(op, lhs.shape(), rhs.shape(), dims, &mut shape)? {
         shape = Dims::from_slice(higher(lhs.shape(), rhs.shape()));
     }
     check_out(op, &shape, lhs.shape())?;
-    engine::assign(lhs, &place(op, rhs, &shape, dims)?, &f);
+    engine::assign(lhs, &place(op, rhs, &shape, dims)?, &f, Seen::Placed);
     Ok(())
 }
 
@@ -775,7 +804,11 @@ pub trait ClampBcast<A, D: Dimension>: Sealed<A, D> {
         let x = self.array();
         let (lo, hi) = clamp_bounds(min, x.shape(), max, &mut shape)?;
         check_out("clamp", x.shape(), out.shape())?;
-        engine::into(out, &Zip3::new(&A::xla_clamp, &Src::of(x), &lo, &hi));
+        engine::into(
+            out,
+            &Zip3::new(&A::xla_clamp, &Src::of(x), &lo, &hi),
+            Seen::Placed,
+        );
         Ok(())
     }
 
@@ -800,8 +833,8 @@ pub trait ClampBcast<A, D: Dimension>: Sealed<A, D> {
         let mut shape = Dims::new();
         let (lo, hi) = clamp_bounds(min, self.array().shape(), max, &mut shape)?;
         // min(max(x, lo), hi) as two passes in place: the same values as one.
-        engine::assign(self.array_mut(), &lo, &A::xla_max);
-        engine::assign(self.array_mut(), &hi, &A::xla_min);
+        engine::assign(self.array_mut(), &lo, &A::xla_max, Seen::Placed);
+        engine::assign(self.array_mut(), &hi, &A::xla_min, Seen::Placed);
         Ok(())
     }
 }
@@ -877,7 +910,7 @@ pub trait SelectBcast<D: Dimension>: Sealed<bool, D> {
         let mut shape = Vec::new();
         let (p, t, f) = select_inputs(self.array(), on_true, on_false, &mut shape)?;
         check_out("select", p.shape(), out.shape())?;
-        engine::into(out, &Zip3::new(&choose, &p, &t, &f));
+        engine::into(out, &Zip3::new(&choose, &p, &t, &f), Seen::Placed);
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 //! tricks, no parallelism) on random shapes, random valid and invalid `broadcast_dimensions`
 //! and operands of random strides (transposed, stepped, reversed, broadcast views).
 
-use ndarray::{ArrayD, ArrayViewD, Axis, Dimension, IxDyn, Slice};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, Axis, Dimension, IxDyn, RawData, Slice};
 use proptest::prelude::*;
 use xla_bcast::layout::{self, Layout};
 use xla_bcast::prelude::*;
@@ -160,7 +160,7 @@ type Op = (fn(i32, i32) -> i32, &'static str);
 
 // ----- operands of random strides -----
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
     Standard,
     Transposed,
@@ -219,9 +219,21 @@ fn storage(shape: &[usize], kind: Kind, seed: i32) -> ArrayD<i32> {
 }
 
 fn view_of<'a>(st: &'a ArrayD<i32>, shape: &[usize], kind: Kind) -> ArrayViewD<'a, i32> {
-    let v = st.view();
     match kind {
-        Kind::Standard => v,
+        Kind::Broadcast => st.broadcast(IxDyn(shape)).unwrap(),
+        _ => laid_out(st.view(), shape, kind),
+    }
+}
+
+/// The view of [`storage`] at `shape` that `kind` (not [`Kind::Broadcast`]) asks for, shared
+/// or mutable.
+fn laid_out<S: RawData<Elem = i32>>(
+    v: ArrayBase<S, IxDyn>,
+    shape: &[usize],
+    kind: Kind,
+) -> ArrayBase<S, IxDyn> {
+    match kind {
+        Kind::Standard | Kind::Broadcast => v,
         Kind::Transposed => v.reversed_axes(),
         Kind::Rotated => {
             let mut v = v.reversed_axes();
@@ -248,7 +260,6 @@ fn view_of<'a>(st: &'a ArrayD<i32>, shape: &[usize], kind: Kind) -> ArrayViewD<'
             }
             v
         }
-        Kind::Broadcast => st.broadcast(IxDyn(shape)).unwrap(),
     }
 }
 
@@ -409,7 +420,7 @@ proptest! {
     /// Equal shapes with no `broadcast_dimensions`, or the identity: the rule's simplest case,
     /// which enters the engine on a road of its own, in every layout.
     #[test]
-    fn equal_shapes_match_reference(shape in small_shape(), ka in kind(), kb in kind(), identity in any::<bool>(), seed in 0i32..100) {
+    fn equal_shapes_match_reference(shape in small_shape(), ka in kind(), kb in kind(), kc in kind(), identity in any::<bool>(), seed in 0i32..100) {
         let dims: Vec<usize> = if identity { (0..shape.len()).collect() } else { vec![] };
         let (sa, sb) = (storage(&shape, ka, seed), storage(&shape, kb, seed + 1));
         let (a, b) = (view_of(&sa, &shape, ka), view_of(&sb, &shape, kb));
@@ -417,7 +428,7 @@ proptest! {
         prop_assert!(want.is_some());
         let r = a.sub_bcast(&b, &dims).unwrap();
         prop_assert_eq!(Some(&r), want.as_ref());
-        prop_assert_eq!(numpy::sub(&a, &b).ok(), want);
+        prop_assert_eq!(&numpy::sub(&a, &b).ok(), &want);
         let lt = ref_binary(&a, &b, &dims, |x, y| (x < y) as i32).map(|r| r.mapv(|v| v == 1));
         prop_assert_eq!(a.lt_bcast(&b, &dims).ok(), lt);
         // The result follows its inputs' memory order, as every fresh result does: one block,
@@ -446,6 +457,23 @@ proptest! {
                 prop_assert!(r.t().is_standard_layout());
             }
         }
+        // Into an output of any layout (broadcast aside: it is not writable), and in place:
+        // the same values, with the scalar on either side too.
+        let kc = if kc == Kind::Broadcast { Kind::Stepped } else { kc };
+        let mut so = storage(&shape, kc, seed + 2);
+        let mut out = laid_out(so.view_mut(), &shape, kc);
+        a.sub_bcast_into(&b, &dims, &mut out).unwrap();
+        prop_assert_eq!(Some(&out.to_owned()), want.as_ref());
+        a.sub_bcast_into(&s, &[], &mut out).unwrap();
+        prop_assert_eq!(&out, &rs);
+        s.sub_bcast_into(&a, &[], &mut out).unwrap();
+        prop_assert_eq!(&out, &sr);
+        out.assign(&a);
+        out.sub_assign_bcast(&b, &dims).unwrap();
+        prop_assert_eq!(Some(&out.to_owned()), want.as_ref());
+        out.assign(&a);
+        out.sub_assign_bcast(&s, &[]).unwrap();
+        prop_assert_eq!(&out, &rs);
     }
 
     #[test]

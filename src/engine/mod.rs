@@ -4,7 +4,8 @@
 //! a shape rule  -> the output shape and the inputs seen at it ([`Src`]: stride 0 where broadcast)
 //! collect       -> a small result whose inputs are dense in one memory order: one run, no plan
 //!                  otherwise a fresh output in the memory order its inputs share, then `walk`
-//! into, assign  -> `walk` over the caller's array
+//! into, assign  -> inputs at their own shapes, small and dense in the standard layout with the
+//!                  caller's array: one run, no plan; otherwise `walk` over the caller's array
 //! walk          -> Plan: drop size-1 dims, order dims by the written array's strides, merge
 //!                  contiguous dims; a small walk of at most two dims is one block, a large one
 //!                  is split in contiguous ranges over Rayon ([`parallel`])
@@ -86,10 +87,7 @@ where
     // every index, is one run: no plan (most small ops of numeric code, where the fixed cost
     // is most of the cost). Its traffic: the output and each dense input, read in full.
     let run = run.filter(|inner| {
-        let bytes = (1..N)
-            .filter(|&k| inner[k] != 0)
-            .fold(size_of::<C>(), |b, k| b.saturating_add(inputs[k].size));
-        len > 0 && parallel::is_small(len.saturating_mul(bytes))
+        len > 0 && parallel::is_small(run_traffic(len, inner, size_of::<C>(), &inputs))
     });
     let Some(inner) = run else {
         // SAFETY: the fresh output is unique; the inputs are seen at its shape; the walk
@@ -148,15 +146,79 @@ fn run_strides<const N: usize>(
     Some(inner)
 }
 
+/// How the inputs of a walk into the caller's array were placed at its shape.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// At their own shapes, the output's, or as scalars: often dense in the output's layout,
+    /// so a small walk checks first for one run.
+    Own,
+    /// By a broadcasting rule: seldom one run, so straight to the walk.
+    Placed,
+}
+
+/// The bytes a run of `len` elements with `inner` strides ([`run_strides`]) streams: the
+/// output's (elements of `out_size` bytes) and each dense input's, read in full.
+#[inline(always)]
+fn run_traffic<const N: usize>(
+    len: usize,
+    inner: &[isize; N],
+    out_size: usize,
+    inputs: &[&Operand<'_>; N],
+) -> usize {
+    let bytes = (1..N)
+        .filter(|&k| inner[k] != 0)
+        .fold(out_size, |b, k| b.saturating_add(inputs[k].size));
+    len.saturating_mul(bytes)
+}
+
 /// `kernel` into the caller's `out` (of the shape its inputs are seen at).
-pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K)
+pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K, seen: Seen)
 where
     S: Send,
     D: Dimension,
     K: BlockKernel<N, Slot = S>,
 {
+    let out = Operand::output(out);
+    if seen == Seen::Own {
+        if let Some(block) = one_run(&out, kernel) {
+            let ptrs = std::array::from_fn(|k| match k {
+                // SAFETY: element 0 of the output.
+                0 => unsafe { out.at(0) },
+                // SAFETY: element 0 of input `k`.
+                _ => unsafe { kernel.input(k).at(0) },
+            });
+            // SAFETY: the run covers every element of `out`, written once, and each dense
+            // input's, in the standard layout they share from element 0 (their lowest
+            // address); a scalar input's one element is read at every index. `out` is unique
+            // (borrowed mutably) and the call runs on this thread.
+            return unsafe { fresh::call_logged(kernel, ptrs, block, None) };
+        }
+    }
     // SAFETY: `out` is a live array, unique (borrowed mutably), so no input overlaps it.
-    unsafe { walk(Operand::output(out), kernel, false, None) }
+    unsafe { walk(out, kernel, false, None) }
+}
+
+/// The walk into `out` as one run, when it is small (serial, plain stores) and `out` and each
+/// input are dense in the standard layout or (inputs) scalars: a 4x4-16x16 add into a
+/// caller's array skips the plan and the walk's choices.
+#[inline(always)]
+fn one_run<K: BlockKernel<N>, const N: usize>(out: &Operand<'_>, kernel: &K) -> Option<Block<N>> {
+    let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
+    for input in &inputs[1..] {
+        operand::same_shape(out.shape, input);
+    }
+    if !dense_in(out.shape, &out.strides, Order::Standard) {
+        return None;
+    }
+    let inner = run_strides(&inputs, Order::Standard)?;
+    let len: usize = out.shape.iter().product();
+    let traffic = run_traffic(len, &inner, out.size, &inputs);
+    (len > 0 && parallel::is_small(traffic) && !stream::may_stream(traffic)).then_some(Block {
+        n: len,
+        inner,
+        rows: 1,
+        step: [0; N],
+    })
 }
 
 /// `out[i] = f(out[i], b[i])`, in place.
@@ -164,12 +226,13 @@ pub(crate) fn assign<A, B, D>(
     out: &mut ArrayRef<A, D>,
     b: &Src<'_, B>,
     f: &(impl Fn(A, B) -> A + Sync),
+    seen: Seen,
 ) where
     A: Clone + Send + Sync,
     B: Clone + Sync,
     D: Dimension,
 {
-    into(out, &Update::new(f, b));
+    into(out, &Update::new(f, b), seen);
 }
 
 /// Walks the output `out` and `kernel`'s inputs: the plan, then one block for a small walk of

@@ -7,7 +7,7 @@ use super::kernel::{self, Block, Fold, FoldOrder};
 use super::operand::{Operand, Src, Strides};
 use super::parallel::{self, for_each_index, pieces, split};
 use super::plan::Plan;
-use super::{alloc, assign};
+use super::{alloc, assign, Seen};
 
 /// Outer dims cut into this many blocks when a large reduction folds its outermost dim: each
 /// block reduces into a private accumulator and the blocks are combined in order, so the result
@@ -120,7 +120,7 @@ where
     });
     for p in partials {
         let part = p.into_inner().unwrap_or_else(|e| e.into_inner());
-        assign(acc, &Src::of(&part), f);
+        assign(acc, &Src::of(&part), f, Seen::Own);
     }
     Ok(())
 }
