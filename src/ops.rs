@@ -371,6 +371,8 @@ where
     E: Dimension,
     O: Dimension,
 {
+    // Operands at their own shapes, and a scalar with one, skip the rule and may be one run
+    // (`Seen::Own`); a call per road, as in `zip_collect`, so no operand joins two forms.
     if elementwise(lhs.shape(), rhs.shape(), dims) {
         check_out(op, lhs.shape(), out.shape())?;
         engine::into(out, &Zip::new(&f, &Src::of(lhs), &Src::of(rhs)), Seen::Own);

@@ -125,9 +125,9 @@ where
     Ok(unsafe { fresh::fill(out, one_run) })
 }
 
-/// The strides of one run over a fresh output in `order` (a memory order of the output): 1 for
-/// the output and each input dense in that order, 0 for an input read at one element for every
-/// index; `None` when an input is neither.
+/// The strides of one run over an output laid out densely in `order` (a memory order of its
+/// dims): 1 for the output and each input dense in that order, 0 for an input read at one
+/// element for every index; `None` when an input is neither.
 #[inline(always)]
 fn run_strides<const N: usize>(
     inputs: &[&Operand<'_>; N],
