@@ -92,7 +92,8 @@ pub(super) unsafe fn call_logged<const N: usize>(
 ///
 /// # Safety
 /// `fill` writes every element of `out` exactly once, each through [`call_logged`] with the log
-/// it is given (the kernels count what they write, see [`BlockKernel::block`]).
+/// it is given (the kernels count what they write, see [`BlockKernel::block`]), or straight
+/// through the kernel when it is given none.
 #[inline(always)]
 pub(super) unsafe fn fill<C, D: Dimension>(
     mut out: Array<MaybeUninit<C>, D>,

@@ -26,6 +26,7 @@ mod stage;
 mod stream;
 mod transpose;
 
+use std::cell::Cell;
 use std::mem::MaybeUninit;
 
 use ndarray::{Array, ArrayRef, Dimension};
@@ -118,10 +119,15 @@ where
             _ => unsafe { inputs[k].at(0) },
         });
         // SAFETY: as above; the output is unique (fresh) and this thread's.
-        unsafe { fresh::call_logged(kernel, ptrs, block, log) }
+        unsafe {
+            match log {
+                None => kernel::call_run(kernel, ptrs, block, &Cell::new(0)),
+                Some(_) => fresh::call_logged(kernel, ptrs, block, log),
+            }
+        }
     };
     // SAFETY: the one run writes every element of the fresh output once, through
-    // `call_logged` with the log.
+    // `call_logged` with the log when there is one.
     Ok(unsafe { fresh::fill(out, one_run) })
 }
 
@@ -191,7 +197,7 @@ where
             // input's, in the standard layout they share from element 0 (their lowest
             // address); a scalar input's one element is read at every index. `out` is unique
             // (borrowed mutably) and the call runs on this thread.
-            return unsafe { fresh::call_logged(kernel, ptrs, block, None) };
+            return unsafe { kernel::call_run(kernel, ptrs, block, &Cell::new(0)) };
         }
     }
     // SAFETY: `out` is a live array, unique (borrowed mutably), so no input overlaps it.
