@@ -817,7 +817,8 @@ fn fresh_results_follow_the_inputs_memory_order() {
 }
 
 /// Small results whose operands are contiguous in one memory order (or rank 0) are filled in
-/// one run; every op family, element type and layout of that walk against indexing.
+/// one run, as are small outputs written into or in place when they and their operands are;
+/// every op family, element type and layout of that walk against indexing.
 #[test]
 fn small_results_of_contiguous_operands() {
     let is_f = |strides: &[isize], shape: &[usize]| {
@@ -844,6 +845,22 @@ fn small_results_of_contiguous_operands() {
                 assert!(r.is_standard_layout());
             }
         }
+        // Into, and in place on, a C or an F output: one run only when every operand shares
+        // the output's order.
+        for mut out in [Array2::zeros((m, n)), Array2::zeros((m, n).f())] {
+            for (x, y) in [(&c, &c), (&f, &f), (&c, &f), (&f, &c)] {
+                let d = want(&|i, j| x[[i, j]] - y[[i, j]]);
+                x.sub_bcast_into(y, &[], &mut out).unwrap();
+                assert_eq!(out, d, "{m}x{n} into");
+                out.assign(x);
+                out.sub_assign_bcast(y, &[]).unwrap();
+                assert_eq!(out, d, "{m}x{n} in place");
+                x.sub_bcast_into(&arr0(2.0), &[], &mut out).unwrap();
+                assert_eq!(out, x.mapv(|v| v - 2.0), "{m}x{n} scalar rhs");
+                arr0(2.0).sub_bcast_into(y, &[], &mut out).unwrap();
+                assert_eq!(out, y.mapv(|v| 2.0 - v), "{m}x{n} scalar lhs");
+            }
+        }
         let r = f.div_bcast(&arr0(2.0), &[]).unwrap();
         assert_eq!(r, f.mapv(|v| v / 2.0));
         assert!(is_f(r.strides(), r.shape()));
@@ -866,6 +883,10 @@ fn small_results_of_contiguous_operands() {
     let r = x.add_bcast(&x.view().into_dyn(), &[]).unwrap();
     assert_eq!(r.strides(), &[1, 3, 12]);
     assert_eq!(r, x.mapv(|v| 2 * v).into_dyn());
+    let mut o = Array3::zeros((3, 4, 5).f());
+    x.add_bcast_into(&x, &[], &mut o).unwrap();
+    o.add_assign_bcast(&x, &[]).unwrap();
+    assert_eq!(o, x.mapv(|v| 3 * v));
     let wide = Array2::from_shape_fn((4, 6), |(i, j)| (i * 6 + j) as i32);
     let row = wide.slice(s![2..3, ..]); // shape (1, 6), stride 6 on its size-1 dim
     let r = row.mul_bcast(&row, &[]).unwrap();

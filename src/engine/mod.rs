@@ -194,9 +194,9 @@ where
                 _ => unsafe { kernel.input(k).at(0) },
             });
             // SAFETY: the run covers every element of `out`, written once, and each dense
-            // input's, in the standard layout they share from element 0 (their lowest
-            // address); a scalar input's one element is read at every index. `out` is unique
-            // (borrowed mutably) and the call runs on this thread.
+            // input's, in the memory order they share from element 0 (their lowest address,
+            // the strides being positive); a scalar input's one element is read at every
+            // index. `out` is unique (borrowed mutably) and the call runs on this thread.
             return unsafe { kernel::call_run(kernel, ptrs, block, &Cell::new(0)) };
         }
     }
@@ -205,7 +205,7 @@ where
 }
 
 /// The walk into `out` as one run, when it is small (serial, plain stores) and `out` and each
-/// input are dense in the standard layout or (inputs) scalars: a 4x4-16x16 add into a
+/// input are dense in one memory order, C or F, or (inputs) scalars: a 4x4-16x16 add into a
 /// caller's array skips the plan and the walk's choices.
 #[inline(always)]
 fn one_run<K: BlockKernel<N>, const N: usize>(out: &Operand<'_>, kernel: &K) -> Option<Block<N>> {
@@ -213,10 +213,15 @@ fn one_run<K: BlockKernel<N>, const N: usize>(out: &Operand<'_>, kernel: &K) -> 
     for input in &inputs[1..] {
         operand::same_shape(out.shape, input);
     }
-    if !dense_in(out.shape, &out.strides, Order::Standard) {
+    // C or F, the layouts nearly every array has; the output's decides which the inputs need.
+    let order = if dense_in(out.shape, &out.strides, Order::Standard) {
+        Order::Standard
+    } else if dense_in(out.shape, &out.strides, Order::Reversed) {
+        Order::Reversed
+    } else {
         return None;
-    }
-    let inner = run_strides(&inputs, Order::Standard)?;
+    };
+    let inner = run_strides(&inputs, order)?;
     let len: usize = out.shape.iter().product();
     let traffic = run_traffic(len, &inner, out.size, &inputs);
     (len > 0 && parallel::is_small(traffic) && !stream::may_stream(traffic)).then_some(Block {
