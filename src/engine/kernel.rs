@@ -80,9 +80,9 @@ pub(crate) unsafe fn call_run<K: BlockKernel<N>, const N: usize>(
     unsafe { call(kernel, ptrs, block, written) }
 }
 
-/// A run this long or shorter, in output bytes, takes the baseline copy in [`call_run`]: a
-/// 4x4-11x11 f32 add into an array takes 0.79-0.90 of the time that way, and a 16x16 one
-/// (1 KiB) 1.22-1.25 of it in place.
+/// A run this long or shorter, in output bytes, takes the baseline copy in [`call_run`]: up to
+/// here the AVX2 copy's call and setup outweigh its lanes, while a 1 KiB run (16x16 `f32`) is
+/// already faster through it (BENCHMARKS.md, "One road").
 const SHORT_RUN_BYTES: usize = 512;
 
 /// Whether a run of `n` elements of `size` bytes is short ([`SHORT_RUN_BYTES`]).
