@@ -25,11 +25,10 @@ fn sh(s: &[usize]) -> String {
 ///      e.g. [1] maps rhs dim 0 onto lhs dim 1"
 /// );
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BroadcastError {
     /// A binary op got operands of different ranks and no `broadcast_dimensions`.
-    #[error("{}", rank_mismatch(op, lhs, rhs))]
     RankMismatch {
         /// The operation.
         op: &'static str,
@@ -40,11 +39,6 @@ pub enum BroadcastError {
     },
 
     /// `broadcast_dimensions` does not have one entry per dim of the lower-rank operand.
-    #[error(
-        "{op}: broadcast_dimensions {} has {} entries for lhs {} and rhs {}; it needs one entry per dim \
-         of the lower-rank operand ({expected})",
-        sh(dims), dims.len(), sh(lhs), sh(rhs)
-    )]
     BroadcastDimsLength {
         /// The operation.
         op: &'static str,
@@ -59,11 +53,6 @@ pub enum BroadcastError {
     },
 
     /// `broadcast_dimensions` of a binary op is not strictly increasing.
-    #[error(
-        "{op}: broadcast_dimensions {} for lhs {} and rhs {} must be strictly increasing (XLA binary ops \
-         neither repeat nor transpose dims; use broadcast_in_dim to transpose)",
-        sh(dims), sh(lhs), sh(rhs)
-    )]
     BroadcastDimsNotIncreasing {
         /// The operation.
         op: &'static str,
@@ -76,10 +65,6 @@ pub enum BroadcastError {
     },
 
     /// An entry of `broadcast_dimensions` names a dim the higher-rank operand does not have.
-    #[error(
-        "{op}: broadcast_dimensions {} for lhs {} and rhs {}: dim {dim} is out of range for rank {rank}",
-        sh(dims), sh(lhs), sh(rhs)
-    )]
     BroadcastDimOutOfRange {
         /// The operation.
         op: &'static str,
@@ -96,11 +81,6 @@ pub enum BroadcastError {
     },
 
     /// Operands of equal rank got `broadcast_dimensions` other than empty or the identity.
-    #[error(
-        "{op}: lhs {} and rhs {} have equal ranks, so broadcast_dimensions must be empty or the identity, \
-         not {}",
-        sh(lhs), sh(rhs), sh(dims)
-    )]
     BroadcastDimsNotIdentity {
         /// The operation.
         op: &'static str,
@@ -113,11 +93,6 @@ pub enum BroadcastError {
     },
 
     /// Two matched dims differ and neither is 1.
-    #[error(
-        "{op}: lhs {} and rhs {} (broadcast_dimensions {}) are incompatible: lhs dim {lhs_dim} has size \
-         {lhs_size} and rhs dim {rhs_dim} has size {rhs_size}; matched sizes must be equal or one of them 1",
-        sh(lhs), sh(rhs), sh(dims)
-    )]
     IncompatibleDims {
         /// The operation.
         op: &'static str,
@@ -139,12 +114,6 @@ pub enum BroadcastError {
 
     /// `broadcast_in_dim` (or its adjoint) got a bad `broadcast_dimensions`: wrong length,
     /// duplicate entry or entry out of range.
-    #[error(
-        "{op}: operand {} to shape {} with broadcast_dimensions {}: {reason}",
-        sh(operand),
-        sh(out_shape),
-        sh(dims)
-    )]
     InDimInvalid {
         /// The operation.
         op: &'static str,
@@ -159,11 +128,6 @@ pub enum BroadcastError {
     },
 
     /// `broadcast_in_dim`: an operand dim is neither 1 nor the size of the output dim it maps to.
-    #[error(
-        "{op}: operand {} to shape {} with broadcast_dimensions {}: operand dim {operand_dim} has size \
-         {operand_size} but output dim {out_dim} has size {out_size}; it must be 1 or equal",
-        sh(operand), sh(out_shape), sh(dims)
-    )]
     InDimSize {
         /// The operation.
         op: &'static str,
@@ -184,10 +148,6 @@ pub enum BroadcastError {
     },
 
     /// An output or in-place array does not have the shape the operation produces.
-    #[error(
-        "{op}: the output has shape {} but the result has shape {}; pass an output of the result's shape",
-        sh(got), sh(expected)
-    )]
     OutputShape {
         /// The operation.
         op: &'static str,
@@ -198,13 +158,6 @@ pub enum BroadcastError {
     },
 
     /// `clamp`: a bound that is neither a scalar nor of the operand's shape.
-    #[error(
-        "{op}: min {} and max {} must each be a scalar (rank 0) or have the operand's shape {}; \
-         broadcast a bound first (broadcast_in_dim) to clamp against it",
-        sh(min),
-        sh(max),
-        sh(operand)
-    )]
     ClampShape {
         /// The operation.
         op: &'static str,
@@ -218,7 +171,6 @@ pub enum BroadcastError {
 
     /// An op of a recorded program ([`crate::stablehlo`]) got operands whose element types it
     /// does not take.
-    #[error("{op}: element types {types}: {reason}")]
     ElementType {
         /// The operation.
         op: &'static str,
@@ -230,10 +182,6 @@ pub enum BroadcastError {
 
     /// A result's rank differs from the rank of the dimension type it is returned in (a fixed
     /// `Ix1`..`Ix6` that the operands' types promised).
-    #[error(
-        "{op}: the result has shape {} (rank {}), but its dimension type holds rank {rank}",
-        sh(shape), shape.len()
-    )]
     ResultRank {
         /// The operation.
         op: &'static str,
@@ -244,11 +192,6 @@ pub enum BroadcastError {
     },
 
     /// NumPy rule: two trailing-aligned dims differ and neither is 1.
-    #[error(
-        "{op}: shapes {} and {} do not broadcast (NumPy rule): trailing dim {axis} has sizes {first_size} \
-         and {second_size}; aligned from the right, sizes must be equal or one of them 1",
-        sh(first), sh(second), axis = -(*axis_from_end as isize)
-    )]
     NumpyIncompatible {
         /// The operation.
         op: &'static str,
@@ -265,11 +208,6 @@ pub enum BroadcastError {
     },
 
     /// Paddle's `axis` rule failed.
-    #[error(
-        "{op}: x {} and y {} with axis {axis} (Paddle rule): {reason}",
-        sh(x),
-        sh(y)
-    )]
     PaddleAxis {
         /// The operation.
         op: &'static str,
@@ -284,7 +222,6 @@ pub enum BroadcastError {
     },
 
     /// A shape whose element count (or byte extent) does not fit `isize`.
-    #[error("{op}: shape {} has more elements than fit in isize", sh(shape))]
     SizeOverflow {
         /// The operation.
         op: &'static str,
@@ -294,11 +231,6 @@ pub enum BroadcastError {
 
     /// The result could not be allocated (its bytes do not fit `isize`, or the allocator
     /// refused them).
-    #[error(
-        "{op}: cannot allocate a result of shape {} ({})",
-        sh(shape),
-        bytes.map_or("more bytes than fit in usize".to_string(), |b| format!("{b} bytes"))
-    )]
     Allocation {
         /// The operation.
         op: &'static str,
@@ -309,7 +241,6 @@ pub enum BroadcastError {
     },
 
     /// A layout is malformed or does not fit the dims it is used with.
-    #[error("{op}: layout {layout} for dims {}: {reason}", sh(dims))]
     Layout {
         /// The operation.
         op: &'static str,
@@ -322,10 +253,6 @@ pub enum BroadcastError {
     },
 
     /// A buffer is shorter than its dims and layout need.
-    #[error(
-        "{op}: dims {} need a buffer of {needed} elements, got {got}",
-        sh(dims)
-    )]
     BufferTooShort {
         /// The operation.
         op: &'static str,
@@ -338,7 +265,6 @@ pub enum BroadcastError {
     },
 
     /// An index (multi-dimensional, linear, or a dim number) is out of range.
-    #[error("{op}: {what} is out of range for dims {}", sh(dims))]
     IndexOutOfRange {
         /// The operation.
         op: &'static str,
@@ -349,7 +275,6 @@ pub enum BroadcastError {
     },
 
     /// XLA shape text that does not parse.
-    #[error("cannot parse XLA shape {text:?}: {reason}")]
     ParseShape {
         /// The text.
         text: String,
@@ -427,6 +352,122 @@ pub(crate) fn suggested_dims(lo: &[usize], hi: &[usize]) -> Vec<Vec<usize>> {
 
 /// Shorthand used across the crate.
 pub type Result<T, E = BroadcastError> = std::result::Result<T, E>;
+
+impl std::fmt::Display for BroadcastError {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BroadcastError::RankMismatch { op, lhs, rhs } => write!(
+                out,
+                "{}", rank_mismatch(op, lhs, rhs)
+            ),
+            BroadcastError::BroadcastDimsLength { op, lhs, rhs, dims, expected } => write!(
+                out,
+                "{op}: broadcast_dimensions {} has {} entries for lhs {} and rhs {}; it needs one entry per dim \
+                of the lower-rank operand ({expected})",
+                sh(dims), dims.len(), sh(lhs), sh(rhs)
+            ),
+            BroadcastError::BroadcastDimsNotIncreasing { op, lhs, rhs, dims } => write!(
+                out,
+                "{op}: broadcast_dimensions {} for lhs {} and rhs {} must be strictly increasing (XLA binary ops \
+                neither repeat nor transpose dims; use broadcast_in_dim to transpose)",
+                sh(dims), sh(lhs), sh(rhs)
+            ),
+            BroadcastError::BroadcastDimOutOfRange { op, lhs, rhs, dims, dim, rank } => write!(
+                out,
+                "{op}: broadcast_dimensions {} for lhs {} and rhs {}: dim {dim} is out of range for rank {rank}",
+                sh(dims), sh(lhs), sh(rhs)
+            ),
+            BroadcastError::BroadcastDimsNotIdentity { op, lhs, rhs, dims } => write!(
+                out,
+                "{op}: lhs {} and rhs {} have equal ranks, so broadcast_dimensions must be empty or the identity, \
+                not {}",
+                sh(lhs), sh(rhs), sh(dims)
+            ),
+            BroadcastError::IncompatibleDims { op, lhs, rhs, dims, lhs_dim, rhs_dim, lhs_size, rhs_size } => write!(
+                out,
+                "{op}: lhs {} and rhs {} (broadcast_dimensions {}) are incompatible: lhs dim {lhs_dim} has size \
+                {lhs_size} and rhs dim {rhs_dim} has size {rhs_size}; matched sizes must be equal or one of them 1",
+                sh(lhs), sh(rhs), sh(dims)
+            ),
+            BroadcastError::InDimInvalid { op, operand, out_shape, dims, reason } => write!(
+                out,
+                "{op}: operand {} to shape {} with broadcast_dimensions {}: {reason}",
+                sh(operand),
+                sh(out_shape),
+                sh(dims)
+            ),
+            BroadcastError::InDimSize { op, operand, out_shape, dims, operand_dim, out_dim, operand_size, out_size } => write!(
+                out,
+                "{op}: operand {} to shape {} with broadcast_dimensions {}: operand dim {operand_dim} has size \
+                {operand_size} but output dim {out_dim} has size {out_size}; it must be 1 or equal",
+                sh(operand), sh(out_shape), sh(dims)
+            ),
+            BroadcastError::OutputShape { op, expected, got } => write!(
+                out,
+                "{op}: the output has shape {} but the result has shape {}; pass an output of the result's shape",
+                sh(got), sh(expected)
+            ),
+            BroadcastError::ClampShape { op, min, operand, max } => write!(
+                out,
+                "{op}: min {} and max {} must each be a scalar (rank 0) or have the operand's shape {}; \
+                broadcast a bound first (broadcast_in_dim) to clamp against it",
+                sh(min),
+                sh(max),
+                sh(operand)
+            ),
+            BroadcastError::ElementType { op, types, reason } => write!(
+                out,
+                "{op}: element types {types}: {reason}"
+            ),
+            BroadcastError::ResultRank { op, shape, rank } => write!(
+                out,
+                "{op}: the result has shape {} (rank {}), but its dimension type holds rank {rank}",
+                sh(shape), shape.len()
+            ),
+            BroadcastError::NumpyIncompatible { op, first, second, axis_from_end, first_size, second_size } => write!(
+                out,
+                "{op}: shapes {} and {} do not broadcast (NumPy rule): trailing dim {axis} has sizes {first_size} \
+                and {second_size}; aligned from the right, sizes must be equal or one of them 1",
+                sh(first), sh(second), axis = -(*axis_from_end as isize)
+            ),
+            BroadcastError::PaddleAxis { op, x, y, axis, reason } => write!(
+                out,
+                "{op}: x {} and y {} with axis {axis} (Paddle rule): {reason}",
+                sh(x),
+                sh(y)
+            ),
+            BroadcastError::SizeOverflow { op, shape } => write!(
+                out,
+                "{op}: shape {} has more elements than fit in isize", sh(shape)
+            ),
+            BroadcastError::Allocation { op, shape, bytes } => write!(
+                out,
+                "{op}: cannot allocate a result of shape {} ({})",
+                sh(shape),
+                bytes.map_or("more bytes than fit in usize".to_string(), |b| format!("{b} bytes"))
+            ),
+            BroadcastError::Layout { op, layout, dims, reason } => write!(
+                out,
+                "{op}: layout {layout} for dims {}: {reason}", sh(dims)
+            ),
+            BroadcastError::BufferTooShort { op, dims, needed, got } => write!(
+                out,
+                "{op}: dims {} need a buffer of {needed} elements, got {got}",
+                sh(dims)
+            ),
+            BroadcastError::IndexOutOfRange { op, dims, what } => write!(
+                out,
+                "{op}: {what} is out of range for dims {}", sh(dims)
+            ),
+            BroadcastError::ParseShape { text, reason } => write!(
+                out,
+                "cannot parse XLA shape {text:?}: {reason}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BroadcastError {}
 
 impl BroadcastError {
     /// The operation that failed, as named in the message (`"add"`, `"broadcast_in_dim"`, ...).

@@ -48,6 +48,7 @@
 pub mod element;
 mod engine;
 pub mod error;
+mod front;
 pub mod index;
 pub mod layout;
 pub mod numpy;

@@ -22,7 +22,8 @@ use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::FoldOrder;
 use crate::error::Result;
-use crate::ops::{check_out, into_dim, zip_collect, ClampBcast, DimMaxOf};
+use crate::front::{check_out, into_dim, zip_collect, DimMaxOf};
+use crate::ops::ClampBcast;
 use crate::reduce::reduce_fresh;
 use crate::shape::paddle_plan;
 

@@ -26,7 +26,8 @@ use ndarray::{Array, ArrayRef, Dimension};
 use crate::element::XlaElement;
 use crate::engine::{self, Fold, FoldOrder};
 use crate::error::Result;
-use crate::ops::{check_out, sealed::Sealed};
+use crate::front::check_out;
+use crate::ops::sealed::Sealed;
 use crate::shape::{binary_plan, in_dim_check, ShapeArg};
 
 /// Reductions back to an operand's shape, on every ndarray array and view.

@@ -84,7 +84,7 @@ use ndarray::{
 };
 
 use crate::element::{XlaBitwise, XlaElement, XlaInteger, XlaNumber, XlaReal};
-use crate::ops::{map_collect, zip_assign, zip_collect, DimMaxOf};
+use crate::front::{map_collect, zip_assign, zip_collect, DimMaxOf};
 
 /// An ndarray array (owned, a view, shared, ...: any storage `S`) whose operators follow XLA's
 /// rule and return [`Strict`] arrays; see the [module](self).

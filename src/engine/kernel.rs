@@ -23,6 +23,11 @@ pub(crate) trait BlockKernel<const N: usize>: Sync {
     /// Input `k` (`1 <= k < N`), seen at the output shape.
     fn input(&self, k: usize) -> &Operand<'_>;
 
+    /// What the output's slots are, as the walk's choices need it.
+    fn slot(&self) -> SlotInfo {
+        SlotInfo::of::<Self::Slot>()
+    }
+
     /// Runs `blk` from `ptrs`, adding to `written` each output element it writes, in the block's
     /// order (row by row), when the output's elements need dropping (so that a panic in the
     /// element function can drop exactly those of a fresh output).
@@ -32,6 +37,29 @@ pub(crate) trait BlockKernel<const N: usize>: Sync {
     /// operand `k`, of the kernel's element type for that operand; the written ones are
     /// distinct from each other and from every element read, and no other thread touches them.
     unsafe fn block(&self, ptrs: [*mut u8; N], blk: Block<N>, written: &Cell<usize>);
+}
+
+/// The facts about an output's slots that decide how they are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotInfo {
+    /// Bytes per slot.
+    pub size: usize,
+    /// Whether a slot has drop glue.
+    pub needs_drop: bool,
+    /// Whether a slot is plain bits ([`super::transpose::plain_size`]): any bytes a copy of
+    /// one left, and all-zero bytes, are a valid value.
+    pub plain: bool,
+}
+
+impl SlotInfo {
+    /// The facts for slots of `S`.
+    pub fn of<S>() -> Self {
+        SlotInfo {
+            size: size_of::<S>(),
+            needs_drop: std::mem::needs_drop::<S>(),
+            plain: super::transpose::plain_size::<S>().is_some(),
+        }
+    }
 }
 
 /// Runs `kernel.block(ptrs, block, written)`, compiled with AVX2 where the CPU has it (checked
@@ -72,7 +100,7 @@ pub(crate) unsafe fn call_run<K: BlockKernel<N>, const N: usize>(
     written: &Cell<usize>,
 ) {
     debug_assert_eq!(block.rows, 1);
-    if is_short_run(block.n, size_of::<K::Slot>()) {
+    if is_short_run(block.n, kernel.slot().size) {
         // SAFETY: as the caller promised.
         return unsafe { kernel.block(ptrs, block, written) };
     }

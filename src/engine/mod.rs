@@ -24,6 +24,7 @@ mod plan;
 mod reduce;
 mod stage;
 mod stream;
+pub(crate) mod table;
 mod transpose;
 
 use std::cell::Cell;
@@ -282,7 +283,7 @@ unsafe fn walk<K: BlockKernel<N>, const N: usize>(
             .fold(0, usize::saturating_add)
     };
     let pieces = parallel::pieces(traffic);
-    let write = Write::choose::<K, N>(len, traffic, fresh, log);
+    let write = Write::choose(kernel.slot(), K::READS_OUTPUT, len, traffic, fresh, log);
     let at = |offs: [isize; N]| -> [*mut u8; N] {
         // SAFETY: the plan's offsets address elements of each operand.
         std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) })

@@ -82,14 +82,6 @@ impl<'a> Operand<'a> {
         }
     }
 
-    /// An accumulator of `T`s at `ptr`, seen at `shape` with `strides` (a reduction's).
-    pub fn raw<T>(ptr: *mut T, shape: &'a [usize], strides: Strides) -> Self {
-        Operand {
-            plain: false,
-            ..Operand::input(ptr, shape, StridesAt::Made(strides))
-        }
-    }
-
     /// # Safety
     /// `off` is the element offset of an element of this operand's array.
     #[inline(always)]
@@ -225,6 +217,12 @@ impl<'a, T> Src<'a, T> {
     #[inline(always)]
     pub fn operand(&self) -> &Operand<'a> {
         &self.operand
+    }
+
+    /// The untyped operand, owned: for a walk that takes its element types from elsewhere
+    /// (a kernel table's kernel for `T`).
+    pub fn into_operand(self) -> Operand<'a> {
+        self.operand
     }
 }
 

@@ -5,11 +5,7 @@
 use super::kernel::{Block, BlockKernel};
 use super::operand::Operand;
 use super::stream::Write;
-use super::transpose;
-
-/// The most columns of a block staged at a time: a slab ([`slab_rows`]) of this many elements
-/// of a staged operand is 34-48 KiB, about L1, and the kernel's rows stay long.
-pub(super) const TILE: usize = 128;
+use super::transpose::{self, TILE};
 
 /// The operands a block stages ([`run_staged`]): inputs of plain values read across the
 /// block's rows (a stride of at least 8 along them) with a step of 1 or -1 down them, or another

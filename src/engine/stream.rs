@@ -6,11 +6,10 @@
 //! streams instead of 4 (`BENCHMARKS.md` has the figures that decide where this pays).
 
 use std::cell::Cell;
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fresh::{call_logged, FreshLog};
-use super::kernel::{self, Block, BlockKernel};
+use super::kernel::{self, Block, BlockKernel, SlotInfo};
 use super::operand::Operand;
 
 /// The least traffic (bytes streamed by a walk: its output and every input read in full) for
@@ -43,9 +42,12 @@ pub(super) enum Write<'l> {
 }
 
 impl<'l> Write<'l> {
-    /// The way to write a walk's output of `len` `K::Slot`s, streaming `traffic` bytes in all;
-    /// `fresh` when the output was just allocated, then `log` is its log.
-    pub fn choose<K: BlockKernel<N>, const N: usize>(
+    /// The way to write a walk's output of `len` slots like `slot`, streaming `traffic` bytes
+    /// in all, by a kernel that `reads_output` or not; `fresh` when the output was just
+    /// allocated, then `log` is its log.
+    pub fn choose(
+        slot: SlotInfo,
+        reads_output: bool,
         len: usize,
         traffic: usize,
         fresh: bool,
@@ -60,18 +62,15 @@ impl<'l> Write<'l> {
         if fresh || !may_stream(traffic) {
             return Write::Plain;
         }
-        // Slots are moved out of the buffer by their bits: only types without drop glue (a
-        // panic part-way leaves nothing to drop) that tile the buffer's lines.
-        let size = size_of::<K::Slot>();
-        let fits = !std::mem::needs_drop::<K::Slot>()
-            && size > 0
-            && 64 % size == 0
-            && align_of::<K::Slot>() <= 64;
+        // Slots are computed into a zeroed buffer and moved out by their bits: only plain
+        // types (zero bytes are a value, no drop glue) that tile the buffer's lines.
+        let size = slot.size;
+        let fits = slot.plain && !slot.needs_drop && size > 0 && 64 % size == 0;
         // Streaming paid where two inputs or more are read in full beside the output; with one
         // (a broadcast row, column or outer product) plain stores were as fast or faster.
         let reads =
             traffic.saturating_sub(len.saturating_mul(size)) / len.max(1).saturating_mul(size);
-        if cfg!(target_arch = "x86_64") && !K::READS_OUTPUT && fits && reads >= 2 {
+        if cfg!(target_arch = "x86_64") && !reads_output && fits && reads >= 2 {
             Write::Streamed
         } else {
             Write::Plain
@@ -119,8 +118,8 @@ struct Line([u8; 64]);
 /// non-temporal stores, then fences them so that they are visible before the walk's end is.
 ///
 /// # Safety
-/// As [`BlockKernel::block`]; `K::Slot` has no drop glue, its size divides 64 and its alignment
-/// is at most 64; `operands[k].size` is the size of operand `k`'s elements.
+/// As [`BlockKernel::block`]; the kernel's slots are plain ([`SlotInfo::plain`]) and their
+/// size divides 64; `operands[k].size` is the size of operand `k`'s elements.
 #[inline(never)]
 unsafe fn streamed<K: BlockKernel<N>, const N: usize>(
     kernel: &K,
@@ -128,13 +127,15 @@ unsafe fn streamed<K: BlockKernel<N>, const N: usize>(
     block: Block<N>,
     operands: [&Operand<'_>; N],
 ) {
-    let size = size_of::<K::Slot>();
+    let size = kernel.slot().size;
     if block.inner[0] != 1 {
         // Not a run of the output's memory: nothing to stream.
         // SAFETY: as the caller promised.
         return unsafe { call_logged(kernel, ptrs, block, None) };
     }
-    let mut buffer = [MaybeUninit::<Line>::uninit(); BUFFER_BYTES / 64];
+    // Zeroed, so that the kernel, which may write its slots as initialised values, only ever
+    // overwrites values: zero bytes are a value of every plain type.
+    let mut buffer = [Line([0; 64]); BUFFER_BYTES / 64];
     let buf = buffer.as_mut_ptr().cast::<u8>();
     let cap = BUFFER_BYTES / size;
     let cols = block.n.min(cap);
@@ -158,9 +159,9 @@ unsafe fn streamed<K: BlockKernel<N>, const N: usize>(
                 }
             });
             // SAFETY: the piece's inputs are elements of the block; its output is the buffer,
-            // `rows * n <= cap` slots of `K::Slot` (aligned: the buffer is aligned to 64 and the
-            // slot size divides 64), this call's own. Slots have no drop glue, so overwriting
-            // the buffer's uninitialised bytes reads nothing.
+            // `rows * n <= cap` slots (aligned: the buffer is aligned to 64 and the slot size
+            // divides 64), this call's own, each holding a value (zero bytes) of the plain slot
+            // type, which has no drop glue.
             unsafe { kernel::call(kernel, at, piece, &written) };
             let first = (r0 as isize * block.step[0] + c0 as isize) * size as isize;
             // SAFETY: the output run of each of the piece's rows is `n` slots from `first` plus
@@ -272,17 +273,15 @@ fn tests_lock() -> std::sync::MutexGuard<'static, ()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::kernel::{Update, Zip};
-
-    type Add = fn(f32, f32) -> f32;
 
     /// Only a large output, not fresh, written and not read, beside two inputs read in full.
     #[test]
     fn which_walks_stream() {
         let _held = tests_lock();
         let big = STREAM_MIN_BYTES;
+        let f32s = SlotInfo::of::<f32>();
         let choose = |len: usize, traffic: usize, fresh: bool| {
-            Write::choose::<Zip<'static, f32, f32, f32, Add>, 3>(len, traffic, fresh, None)
+            Write::choose(f32s, false, len, traffic, fresh, None)
         };
         let len = big / 4;
         assert_eq!(
@@ -298,15 +297,15 @@ mod tests {
             matches!(choose(len / 8, big - 1, false), Write::Plain),
             "small"
         );
-        let update = Write::choose::<Update<'static, f32, f32, Add>, 2>(len, 3 * big, false, None);
+        let update = Write::choose(f32s, true, len, 3 * big, false, None);
         assert!(matches!(update, Write::Plain), "in place");
-        let text = Write::choose::<Zip<'static, String, f32, f32, fn(f32, f32) -> String>, 3>(
-            len,
-            3 * big,
-            false,
-            None,
-        );
+        let text = Write::choose(SlotInfo::of::<String>(), false, len, 3 * big, false, None);
         assert!(matches!(text, Write::Plain), "drop glue");
+        let refs = Write::choose(SlotInfo::of::<&u64>(), false, len, 3 * big, false, None);
+        assert!(
+            matches!(refs, Write::Plain),
+            "not plain: zero bytes are no value"
+        );
     }
 
     /// The streamed copy writes exactly its bytes, at every alignment of either end.

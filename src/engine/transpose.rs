@@ -8,7 +8,9 @@
 
 use std::any::TypeId;
 
-use super::stage::TILE;
+/// The most columns of a block staged at a time: a slab (`stage::slab_rows`) of this many
+/// elements of a staged operand is 34-48 KiB, about L1, and the kernel's rows stay long.
+pub(super) const TILE: usize = 128;
 
 /// The element size of `T` when its values may be copied as raw bits (a primitive number,
 /// `bool`, or `half`'s `f16` and `bf16`: no padding, no drop, no interior mutability, aligned to

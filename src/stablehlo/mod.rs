@@ -39,10 +39,14 @@ use std::fmt::Write as _;
 use ndarray::ArrayD;
 
 use crate::element::XlaElement;
+use crate::engine::table::{self, Run};
+use crate::engine::{Operand, Src};
 use crate::error::{BroadcastError, Result};
-use crate::ops::{ArithBcast, BroadcastInDim, ClampBcast, CompareBcast, SelectBcast};
 use crate::reduce::ReduceInDim;
 use crate::shape::{binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_check, select_shape};
+
+mod eval;
+use eval::{eval, Kernels};
 
 /// How XLA sees an element type: its name in StableHLO and its kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,10 +125,63 @@ macro_rules! tensor_types {
                 }
             }
 
-            /// `f` on the array inside, whatever its element type.
-            fn visit<F: Visit>(&self, f: F) -> Result<Tensor> {
+            /// The bytes of one element.
+            fn element_size(&self) -> usize {
                 match self {
-                    $($(#[$cfg])* Tensor::$variant(a) => f.call(a),)*
+                    $($(#[$cfg])* Tensor::$variant(_) => size_of::<$t>(),)*
+                }
+            }
+
+            /// This array seen at `shape`, its dim `i` at `dims[i]`: the rule's error when that
+            /// does not place it.
+            fn placed<'a>(&'a self, op: &'static str, shape: &'a [usize], dims: &[usize]) -> Result<Operand<'a>> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => Src::placed(op, a, shape, dims).map(Src::into_operand),)*
+                }
+            }
+
+            /// `op`'s kernel for this element type.
+            fn binary_kernel(&self, op: Binary) -> Option<Run<3>> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::binary(op),)*
+                }
+            }
+
+            /// The comparison's kernel for this element type.
+            fn compare_kernel(&self, dir: Direction) -> Option<Run<3>> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::compare(dir),)*
+                }
+            }
+
+            /// `clamp`'s kernel for this element type.
+            fn clamp_kernel(&self) -> Option<Run<4>> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::clamp(),)*
+                }
+            }
+
+            /// `run` over `inputs` (seen at `shape`) into a fresh tensor of this one's type.
+            ///
+            /// # Safety
+            /// As [`table::collect`], for an output of this tensor's element type.
+            unsafe fn collect_like<const N: usize>(
+                &self,
+                op: &'static str,
+                shape: &[usize],
+                run: Run<N>,
+                inputs: &[&Operand<'_>],
+            ) -> Result<Tensor> {
+                match self {
+                    // SAFETY: as the caller promised; every element type of a tensor is `Copy`.
+                    $($(#[$cfg])* Tensor::$variant(_) => unsafe { table::collect::<$t, N>(op, shape, run, inputs) }.map(Tensor::$variant),)*
+                }
+            }
+
+            /// The sum of this array back to `operand_shape` ([`ReduceInDim::reduce_in_dim`]).
+            fn reduce_in_dim(&self, operand_shape: &[usize], dims: &[usize]) -> Result<Tensor> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => a.reduce_in_dim(operand_shape, dims).map(Tensor::$variant),)*
                 }
             }
         }
@@ -186,7 +243,7 @@ pub trait StableHloElement: XlaElement {
 }
 
 /// A symbolic array of a [`Program`]: a handle, cheap to copy, valid in the program that made
-/// it (and its clones).
+/// it and in clones of that program made after it (which share the history it belongs to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Value {
     program: u64,
@@ -324,13 +381,53 @@ struct Node {
 }
 
 /// A broadcasting program over symbolic arrays; see the [module](self).
-#[derive(Debug, Clone)]
+///
+/// A clone is a program of its own: the values of the history it copied are valid in both,
+/// a value either records afterwards belongs to that one alone (an error in the other, never
+/// another node).
+///
+/// ```
+/// use xla_bcast::stablehlo::Program;
+/// let mut p = Program::new("m");
+/// let x = p.parameter::<f32>(&[2]);
+/// let mut q = p.clone();
+/// let y = q.add(x, x, &[]).unwrap(); // `x` is in q's history
+/// assert!(p.output(y).is_err()); // `y` is q's alone
+/// let z = p.mul(x, x, &[]).unwrap();
+/// assert!(q.output(z).is_err() && p.output(z).is_ok());
+/// ```
+#[derive(Debug)]
 pub struct Program {
     id: u64,
+    /// The programs this one was cloned from, nearest last, with their number of nodes then:
+    /// their values below that count are this one's too.
+    lineage: Vec<(u64, usize)>,
     name: String,
     nodes: Vec<Node>,
     params: Vec<Value>,
     outputs: Vec<Value>,
+}
+
+/// A number no other program has had.
+fn fresh_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Clone for Program {
+    /// A program of its own with this one's history (see [`Program`]).
+    fn clone(&self) -> Self {
+        let mut lineage = self.lineage.clone();
+        lineage.push((self.id, self.nodes.len()));
+        Program {
+            id: fresh_id(),
+            lineage,
+            name: self.name.clone(),
+            nodes: self.nodes.clone(),
+            params: self.params.clone(),
+            outputs: self.outputs.clone(),
+        }
+    }
 }
 
 /// The error for an op whose operands' element types do not fit it.
@@ -361,9 +458,9 @@ impl Program {
                 }
             })
             .collect();
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Program {
-            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: fresh_id(),
+            lineage: Vec::new(),
             name,
             nodes: Vec::new(),
             params: Vec::new(),
@@ -384,13 +481,17 @@ impl Program {
         &self.nodes[v.index]
     }
 
-    /// `Ok` when every one of `values` was made by this program: an error (not a panic) for a
-    /// handle of another one.
+    /// `Ok` when every one of `values` is this program's (made by it, or by a program it was
+    /// cloned from before the clone): an error (not a panic) for a handle of another one.
     fn own(&self, op: &'static str, values: &[Value]) -> Result<()> {
-        match values
-            .iter()
-            .all(|v| v.program == self.id && v.index < self.nodes.len())
-        {
+        let mine = |v: &Value| {
+            (v.program == self.id && v.index < self.nodes.len())
+                || self
+                    .lineage
+                    .iter()
+                    .any(|&(id, len)| v.program == id && v.index < len)
+        };
+        match values.iter().all(mine) {
             true => Ok(()),
             false => Err(BroadcastError::ElementType {
                 op,
@@ -635,7 +736,7 @@ impl Program {
                     "an input of the wrong type",
                 ));
             }
-            crate::ops::check_out("run", &node.shape, input.shape())?;
+            crate::front::check_out("run", &node.shape, input.shape())?;
             values[p.index] = Some(input.clone());
         }
         for (i, node) in self.nodes.iter().enumerate() {
@@ -888,222 +989,4 @@ fn tensor_type(shape: &[usize], ty: ElementType) -> String {
     s.push_str(ty.name);
     s.push('>');
     s
-}
-
-/// The type error of an op run on operands of other types than recorded (which `run`'s input
-/// checks rule out).
-fn mismatch(op: &'static str) -> BroadcastError {
-    BroadcastError::ElementType {
-        op,
-        types: String::new(),
-        reason: "operands of other types than recorded".to_string(),
-    }
-}
-
-/// The class-specific ops of one element type, on concrete arrays.
-pub(crate) trait Ops: StableHloElement + PartialEq {
-    fn binary(
-        op: Binary,
-        a: &ArrayD<Self>,
-        b: &ArrayD<Self>,
-        dims: &[usize],
-    ) -> Result<ArrayD<Self>>;
-    fn compare(
-        dir: Direction,
-        a: &ArrayD<Self>,
-        b: &ArrayD<Self>,
-        dims: &[usize],
-    ) -> Result<ArrayD<bool>>;
-    fn clamp(lo: &ArrayD<Self>, x: &ArrayD<Self>, hi: &ArrayD<Self>) -> Result<ArrayD<Self>>;
-}
-
-/// The comparisons of ordered types.
-macro_rules! ordered_compare {
-    () => {
-        fn compare(
-            dir: Direction,
-            a: &ArrayD<Self>,
-            b: &ArrayD<Self>,
-            dims: &[usize],
-        ) -> Result<ArrayD<bool>> {
-            match dir {
-                Direction::Eq => a.eq_bcast(b, dims),
-                Direction::Ne => a.ne_bcast(b, dims),
-                Direction::Lt => a.lt_bcast(b, dims),
-                Direction::Le => a.le_bcast(b, dims),
-                Direction::Gt => a.gt_bcast(b, dims),
-                Direction::Ge => a.ge_bcast(b, dims),
-            }
-        }
-        fn clamp(lo: &ArrayD<Self>, x: &ArrayD<Self>, hi: &ArrayD<Self>) -> Result<ArrayD<Self>> {
-            x.clamp_bcast(lo, hi)
-        }
-    };
-}
-
-/// `op` on `a` and `b` through the array method of each op an element class has, written as
-/// `Variant method`; the others are a [`BroadcastError::ElementType`].
-macro_rules! dispatch {
-    ($op:expr, $a:ident, $b:ident, $d:ident; $($v:ident $m:ident),*) => {
-        match $op {
-            $(Binary::$v => $a.$m($b, $d),)*
-            #[allow(unreachable_patterns)]
-            other => Err(mismatch(other.names().0)),
-        }
-    };
-}
-
-macro_rules! int_ops {
-    ($($t:ty),*) => {$(
-        impl Ops for $t {
-            fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
-                dispatch!(op, a, b, d; Add add_bcast, Sub sub_bcast, Mul mul_bcast, Div div_bcast,
-                    Rem rem_bcast, Max max_bcast, Min min_bcast, Pow pow_bcast, And and_bcast,
-                    Or or_bcast, Xor xor_bcast, ShiftLeft shift_left_bcast,
-                    ShiftRightArithmetic shift_right_arithmetic_bcast,
-                    ShiftRightLogical shift_right_logical_bcast)
-            }
-            ordered_compare!();
-        }
-    )*};
-}
-int_ops!(i8, i16, i32, i64, u8, u16, u32, u64);
-
-macro_rules! float_ops {
-    ($($t:ty),*) => {$(
-        impl Ops for $t {
-            fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
-                dispatch!(op, a, b, d; Add add_bcast, Sub sub_bcast, Mul mul_bcast, Div div_bcast,
-                    Rem rem_bcast, Max max_bcast, Min min_bcast, Pow pow_bcast, Atan2 atan2_bcast)
-            }
-            ordered_compare!();
-        }
-    )*};
-}
-float_ops!(f32, f64);
-#[cfg(feature = "half")]
-float_ops!(half::f16, half::bf16);
-
-impl Ops for bool {
-    fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
-        dispatch!(op, a, b, d; Add add_bcast, Mul mul_bcast, Max max_bcast, Min min_bcast,
-            And and_bcast, Or or_bcast, Xor xor_bcast)
-    }
-    ordered_compare!();
-}
-
-#[cfg(feature = "complex")]
-macro_rules! complex_ops {
-    ($($t:ty),*) => {$(
-        impl Ops for num_complex::Complex<$t> {
-            fn binary(op: Binary, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<Self>> {
-                dispatch!(op, a, b, d; Add add_bcast, Sub sub_bcast, Mul mul_bcast, Div div_bcast,
-                    Pow pow_bcast, Atan2 atan2_bcast)
-            }
-            fn compare(dir: Direction, a: &ArrayD<Self>, b: &ArrayD<Self>, d: &[usize]) -> Result<ArrayD<bool>> {
-                match dir {
-                    Direction::Eq => a.eq_bcast(b, d),
-                    Direction::Ne => a.ne_bcast(b, d),
-                    _ => Err(mismatch(dir.names().0)),
-                }
-            }
-            fn clamp(_: &ArrayD<Self>, _: &ArrayD<Self>, _: &ArrayD<Self>) -> Result<ArrayD<Self>> {
-                Err(mismatch("clamp"))
-            }
-        }
-    )*};
-}
-#[cfg(feature = "complex")]
-complex_ops!(f32, f64);
-
-/// A function of one array of any element type, applied by [`Tensor::visit`].
-trait Visit {
-    fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
-    where
-        Tensor: From<ArrayD<T>>;
-}
-
-/// One node on concrete inputs: each op through the crate's own.
-fn eval<'v>(node: &Node, get: impl Fn(&Value) -> &'v Tensor) -> Result<Tensor> {
-    struct Broadcast<'a>(&'a [usize], &'a [usize]);
-    impl Visit for Broadcast<'_> {
-        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
-        where
-            Tensor: From<ArrayD<T>>,
-        {
-            Ok(Tensor::from(a.broadcast_in_dim(self.0, self.1)?.to_owned()))
-        }
-    }
-    struct BinaryOp<'a>(Binary, &'a Tensor, &'a [usize]);
-    impl Visit for BinaryOp<'_> {
-        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
-        where
-            Tensor: From<ArrayD<T>>,
-        {
-            let b = T::of(self.1).ok_or_else(|| mismatch(self.0.names().0))?;
-            Ok(Tensor::from(T::binary(self.0, a, b, self.2)?))
-        }
-    }
-    struct CompareOp<'a>(Direction, &'a Tensor, &'a [usize]);
-    impl Visit for CompareOp<'_> {
-        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
-        where
-            Tensor: From<ArrayD<T>>,
-        {
-            let b = T::of(self.1).ok_or_else(|| mismatch(self.0.names().0))?;
-            Ok(Tensor::Pred(T::compare(self.0, a, b, self.2)?))
-        }
-    }
-    struct SelectOp<'a>(&'a ArrayD<bool>, &'a Tensor);
-    impl Visit for SelectOp<'_> {
-        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
-        where
-            Tensor: From<ArrayD<T>>,
-        {
-            let b = T::of(self.1).ok_or_else(|| mismatch("select"))?;
-            Ok(Tensor::from(self.0.select_bcast(a, b)?))
-        }
-    }
-    struct ClampOp<'a>(&'a Tensor, &'a Tensor);
-    impl Visit for ClampOp<'_> {
-        fn call<T: Ops>(self, x: &ArrayD<T>) -> Result<Tensor>
-        where
-            Tensor: From<ArrayD<T>>,
-        {
-            let lo = T::of(self.0).ok_or_else(|| mismatch("clamp"))?;
-            let hi = T::of(self.1).ok_or_else(|| mismatch("clamp"))?;
-            Ok(Tensor::from(T::clamp(lo, x, hi)?))
-        }
-    }
-    struct Reduce<'a>(&'a [usize], &'a [usize]);
-    impl Visit for Reduce<'_> {
-        fn call<T: Ops>(self, a: &ArrayD<T>) -> Result<Tensor>
-        where
-            Tensor: From<ArrayD<T>>,
-        {
-            Ok(Tensor::from(a.reduce_in_dim(self.0, self.1)?))
-        }
-    }
-    match &node.op {
-        Op::Parameter => Err(mismatch("parameter")),
-        Op::Constant(t) => Ok(t.clone()),
-        Op::BroadcastInDim { x, dims } => get(x).visit(Broadcast(&node.shape, dims)),
-        Op::Binary { op, lhs, rhs, dims } => get(lhs).visit(BinaryOp(*op, get(rhs), dims)),
-        Op::Compare {
-            dir,
-            lhs,
-            rhs,
-            dims,
-        } => get(lhs).visit(CompareOp(*dir, get(rhs), dims)),
-        Op::Select {
-            pred,
-            on_true,
-            on_false,
-        } => {
-            let p = bool::of(get(pred)).ok_or_else(|| mismatch("select"))?;
-            get(on_true).visit(SelectOp(p, get(on_false)))
-        }
-        Op::Clamp { min, x, max } => get(x).visit(ClampOp(get(min), get(max))),
-        Op::ReduceInDim { x, dims } => get(x).visit(Reduce(&node.shape, dims)),
-    }
 }

@@ -1,0 +1,433 @@
+//! Kernels chosen at run time: one small loop per element function and element type, over one
+//! contiguous run of type-erased operands ([`Run`]), driven by the engine's one walk.
+//!
+//! A generic op instantiates the whole walk for its element function and types; a kernel from
+//! a table instantiates one loop, and every table kernel shares one walk per operand count. The
+//! walk hands [`TableKernel`] blocks of runs: a run where every operand has unit stride goes to
+//! the kernel as it is; otherwise the run goes in pieces of at most [`PIECE`] elements, each
+//! input that is not unit-stride copied (gathered, or for a broadcast one repeated) into a
+//! buffer on the stack, and an output that is not unit-stride written to a buffer and copied
+//! out. The copies depend on the element size only.
+//!
+//! Element functions are types ([`Elementwise`]), so a kernel is a plain function with no state
+//! and its loop is compiled (and vectorised) for that function.
+
+use std::cell::Cell;
+use std::mem::MaybeUninit;
+use std::slice;
+
+use ndarray::{Array, IxDyn};
+
+use super::kernel::{Block, BlockKernel, SlotInfo};
+use super::operand::Operand;
+use super::plan::output_order;
+use super::{alloc, walk};
+use crate::error::Result;
+
+/// A kernel over one contiguous run of `n` elements: `ptrs[0]` the output's first slot
+/// (written, never read), `ptrs[1..]` the inputs' first elements.
+///
+/// # Safety
+/// Each pointer addresses `n` consecutive elements of the type the kernel was made for (the
+/// output's possibly uninitialised), the output's distinct from the inputs', and no other thread
+/// touches the output's.
+pub(crate) type Run<const N: usize> = unsafe fn([*mut u8; N], usize);
+
+/// An element function of `ARITY` inputs, known by its type: `f` on the inputs `A`
+/// (one type for all of them) gives an `Out`.
+pub(crate) trait Elementwise<A, const ARITY: usize> {
+    /// The result's type.
+    type Out;
+    /// The function.
+    fn f(x: [A; ARITY]) -> Self::Out;
+}
+
+/// The kernel of `F` over one run, `ARITY + 1` operands: the output, then the inputs.
+///
+/// # Safety
+/// As [`Run`], for an output of `F::Out` and inputs of `A`.
+pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usize) {
+    // SAFETY: as the caller promised: `n` slots of the output (written through `MaybeUninit`,
+    // so they need not be initialised) and `n` elements of the input.
+    let (o, a) = unsafe {
+        (
+            slice::from_raw_parts_mut(p[0].cast::<MaybeUninit<F::Out>>(), n),
+            slice::from_raw_parts(p[1].cast::<A>(), n),
+        )
+    };
+    for (o, a) in o.iter_mut().zip(a) {
+        o.write(F::f([a.clone()]));
+    }
+}
+
+/// [`run`] for two inputs.
+///
+/// # Safety
+/// As [`Run`], for an output of `F::Out` and inputs of `A`.
+pub(crate) unsafe fn run2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: usize) {
+    // SAFETY: as in `run`.
+    let (o, a, b) = unsafe {
+        (
+            slice::from_raw_parts_mut(p[0].cast::<MaybeUninit<F::Out>>(), n),
+            slice::from_raw_parts(p[1].cast::<A>(), n),
+            slice::from_raw_parts(p[2].cast::<A>(), n),
+        )
+    };
+    for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
+        o.write(F::f([a.clone(), b.clone()]));
+    }
+}
+
+/// [`run`] for three inputs.
+///
+/// # Safety
+/// As [`Run`], for an output of `F::Out` and inputs of `A`.
+pub(crate) unsafe fn run3<A: Clone, F: Elementwise<A, 3>>(p: [*mut u8; 4], n: usize) {
+    // SAFETY: as in `run`.
+    let (o, a, b, c) = unsafe {
+        (
+            slice::from_raw_parts_mut(p[0].cast::<MaybeUninit<F::Out>>(), n),
+            slice::from_raw_parts(p[1].cast::<A>(), n),
+            slice::from_raw_parts(p[2].cast::<A>(), n),
+            slice::from_raw_parts(p[3].cast::<A>(), n),
+        )
+    };
+    for (((o, a), b), c) in o.iter_mut().zip(a).zip(b).zip(c) {
+        o.write(F::f([a.clone(), b.clone(), c.clone()]));
+    }
+}
+
+/// Stand-ins for the element types of each size: copies and selects move bits, so one kernel
+/// serves every type of a size (`[u64; 2]` for 16 bytes: aligned as `Complex<f64>` is).
+macro_rules! by_size {
+    ($size:expr, $kernel:ident) => {
+        match $size {
+            1 => Some($kernel::<u8> as _),
+            2 => Some($kernel::<u16> as _),
+            4 => Some($kernel::<u32> as _),
+            8 => Some($kernel::<u64> as _),
+            16 => Some($kernel::<[u64; 2]> as _),
+            _ => None,
+        }
+    };
+}
+
+/// The identity on bits: a copy.
+struct Copy;
+impl<A> Elementwise<A, 1> for Copy {
+    type Out = A;
+    #[inline(always)]
+    fn f([a]: [A; 1]) -> A {
+        a
+    }
+}
+
+/// A copy of elements of `size` bytes (`broadcast_in_dim` made real); `None` for a size with
+/// no stand-in.
+pub(crate) fn copy(size: usize) -> Option<Run<2>> {
+    unsafe fn copy_run<A: Clone>(p: [*mut u8; 2], n: usize) {
+        // SAFETY: as the caller promised.
+        unsafe { run::<A, Copy>(p, n) }
+    }
+    by_size!(size, copy_run)
+}
+
+/// `pred ? on_true : on_false` on elements of `size` bytes (the predicate's are `bool`).
+pub(crate) fn select(size: usize) -> Option<Run<4>> {
+    /// # Safety
+    /// As [`Run`]: a `bool` predicate and branches of `A`.
+    unsafe fn select_run<A: Clone>(p: [*mut u8; 4], n: usize) {
+        // SAFETY: as the caller promised.
+        let (o, c, a, b) = unsafe {
+            (
+                slice::from_raw_parts_mut(p[0].cast::<MaybeUninit<A>>(), n),
+                slice::from_raw_parts(p[1].cast::<bool>(), n),
+                slice::from_raw_parts(p[2].cast::<A>(), n),
+                slice::from_raw_parts(p[3].cast::<A>(), n),
+            )
+        };
+        for (((o, &c), a), b) in o.iter_mut().zip(c).zip(a).zip(b) {
+            o.write(if c { a.clone() } else { b.clone() });
+        }
+    }
+    by_size!(size, select_run)
+}
+
+/// The most elements of a run staged at once when an operand is not unit-stride: 8 KiB of
+/// 16-byte elements, a few KiB of the usual ones, so a piece's buffers stay in L1.
+pub(super) const PIECE: usize = 512;
+
+/// A buffer for one operand's piece, aligned for any element.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+const PIECE_LINES: usize = PIECE * 16 / 64;
+
+/// A table kernel as the walk sees it: `run` over the inputs `inputs` (operands `1..N`), into
+/// an output of elements of `out.size` bytes, written and never read.
+pub(crate) struct TableKernel<'a, const N: usize> {
+    run: Run<N>,
+    inputs: &'a [&'a Operand<'a>],
+    out: SlotInfo,
+}
+
+impl<'a, const N: usize> TableKernel<'a, N> {
+    /// `run` over `inputs` (`N - 1` of them), into slots like `out`'s.
+    ///
+    /// # Safety
+    /// `run` is a kernel for the inputs' element types and an output of `out`'s, which has no
+    /// drop glue.
+    pub unsafe fn new(run: Run<N>, inputs: &'a [&'a Operand<'a>], out: SlotInfo) -> Self {
+        assert_eq!(inputs.len() + 1, N, "one operand per input of the kernel");
+        TableKernel { run, inputs, out }
+    }
+}
+
+impl<const N: usize> BlockKernel<N> for TableKernel<'_, N> {
+    type Slot = MaybeUninit<u8>;
+
+    fn input(&self, k: usize) -> &Operand<'_> {
+        self.inputs[k - 1]
+    }
+
+    fn slot(&self) -> SlotInfo {
+        self.out
+    }
+
+    #[inline(always)]
+    unsafe fn block(&self, ptrs: [*mut u8; N], blk: Block<N>, _: &Cell<usize>) {
+        let size: [usize; N] = std::array::from_fn(|k| match k {
+            0 => self.out.size,
+            _ => self.inputs[k - 1].size,
+        });
+        let row = |r: usize| -> [*mut u8; N] {
+            // SAFETY: run `r < blk.rows` of the block starts at these elements, as the caller
+            // promised of the block.
+            std::array::from_fn(|k| unsafe {
+                ptrs[k].offset(r as isize * blk.step[k] * size[k] as isize)
+            })
+        };
+        if blk.inner.iter().all(|&s| s == 1) {
+            for r in 0..blk.rows {
+                // SAFETY: every operand's run is `blk.n` consecutive elements of its type.
+                unsafe { (self.run)(row(r), blk.n) };
+            }
+            return;
+        }
+        let mut buffers = [[MaybeUninit::<Line>::uninit(); PIECE_LINES]; N];
+        let buf: [*mut u8; N] = std::array::from_fn(|k| buffers[k].as_mut_ptr().cast());
+        for r in 0..blk.rows {
+            let start = row(r);
+            for first in (0..blk.n).step_by(PIECE) {
+                let m = PIECE.min(blk.n - first);
+                let mut at = [std::ptr::null_mut(); N];
+                for k in 0..N {
+                    let (s, z) = (blk.inner[k], size[k] as isize);
+                    // SAFETY: element `first` of run `r` of operand `k`.
+                    let from = unsafe { start[k].offset(first as isize * s * z) };
+                    at[k] = match s {
+                        1 => from,
+                        // A broadcast input's run repeats one element: the buffer is filled once
+                        // per run, as long as its longest piece.
+                        0 if k > 0 => {
+                            if first == 0 {
+                                // SAFETY: `from` is an element of input `k`; the buffer holds
+                                // `PIECE` elements of its size.
+                                unsafe {
+                                    copy_strided(from, 0, buf[k], z, blk.n.min(PIECE), size[k])
+                                };
+                            }
+                            buf[k]
+                        }
+                        _ if k > 0 => {
+                            // SAFETY: the piece's `m` elements of input `k` are elements of its
+                            // run; the buffer holds `PIECE >= m` of them.
+                            unsafe { copy_strided(from, s * z, buf[k], z, m, size[k]) };
+                            buf[k]
+                        }
+                        // The output, written to the buffer and copied out below.
+                        _ => buf[0],
+                    };
+                }
+                // SAFETY: each pointer addresses `m` consecutive elements of its operand's type:
+                // in place, or in this call's buffers (the inputs' copied in, so initialised).
+                unsafe { (self.run)(at, m) };
+                if blk.inner[0] != 1 {
+                    let (s, z) = (blk.inner[0], size[0] as isize);
+                    // SAFETY: the kernel wrote the piece's `m` output elements to the buffer;
+                    // their places are elements of the output's run, this thread's alone.
+                    unsafe {
+                        let to = start[0].offset(first as isize * s * z);
+                        copy_strided(buf[0], z, to, s * z, m, size[0]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Copies `n` elements of `size` bytes, `src` moving by `from` bytes and `dst` by `to`.
+///
+/// # Safety
+/// Every element read is initialised and every element written valid for a write, each aligned
+/// for its size's stand-in; the two do not overlap.
+#[inline(never)]
+unsafe fn copy_strided(
+    src: *const u8,
+    from: isize,
+    dst: *mut u8,
+    to: isize,
+    n: usize,
+    size: usize,
+) {
+    /// # Safety
+    /// As `copy_strided`, for elements of `T`.
+    #[inline(always)]
+    unsafe fn copy<T>(src: *const u8, from: isize, dst: *mut u8, to: isize, n: usize) {
+        for i in 0..n as isize {
+            // SAFETY: as the caller promised.
+            unsafe {
+                let v = src.offset(i * from).cast::<T>().read();
+                dst.offset(i * to).cast::<T>().write(v);
+            }
+        }
+    }
+    // SAFETY: as the caller promised, for the stand-in of that size.
+    unsafe {
+        match size {
+            1 => copy::<u8>(src, from, dst, to, n),
+            2 => copy::<u16>(src, from, dst, to, n),
+            4 => copy::<u32>(src, from, dst, to, n),
+            8 => copy::<u64>(src, from, dst, to, n),
+            16 => copy::<[u64; 2]>(src, from, dst, to, n),
+            _ => unreachable!("table kernels take elements of 1 to 16 bytes"),
+        }
+    }
+}
+
+/// `run` over `inputs`, seen at `shape`, into a fresh array of `C`s in the memory order the
+/// inputs share (as [`super::collect`] lays out its results); an error when it cannot be
+/// allocated.
+///
+/// # Safety
+/// `run` is a kernel for the inputs' element types and an output of `C`, which has no drop
+/// glue; the inputs are seen at `shape`.
+pub(crate) unsafe fn collect<C, const N: usize>(
+    op: &'static str,
+    shape: &[usize],
+    run: Run<N>,
+    inputs: &[&Operand<'_>],
+) -> Result<Array<C, IxDyn>> {
+    debug_assert!(!std::mem::needs_drop::<C>());
+    let order = fresh_order(shape, inputs);
+    let mut out = alloc::uninit::<C, IxDyn>(op, IxDyn(shape), order.as_ref())?;
+    let slot = SlotInfo::of::<C>();
+    // SAFETY: as the caller promised of `run` and the inputs; the output is fresh, unique, and
+    // of `C`s, as `run` writes.
+    unsafe {
+        let kernel = TableKernel::new(run, inputs, slot);
+        walk(super::Operand::output(&mut out), &kernel, true, None);
+        // The walk wrote every element.
+        Ok(out.assume_init())
+    }
+}
+
+/// The memory order of a fresh output over `inputs` at `shape`.
+fn fresh_order(shape: &[usize], inputs: &[&Operand<'_>]) -> super::plan::Order {
+    let strides: smallvec::SmallVec<[&[isize]; 4]> =
+        inputs.iter().map(|o| &o.strides[..]).collect();
+    output_order(shape, &strides)
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{s, Array2, Array3, ShapeBuilder};
+
+    use super::*;
+    use crate::engine::Src;
+
+    struct Sub;
+    impl Elementwise<i64, 2> for Sub {
+        type Out = i64;
+        fn f([a, b]: [i64; 2]) -> i64 {
+            a.wrapping_sub(b)
+        }
+    }
+
+    /// `a - b` through a table kernel into `out`, every operand at `out`'s shape.
+    fn sub_into(a: &Src<'_, i64>, b: &Src<'_, i64>, out: &mut ndarray::ArrayViewMut2<'_, i64>) {
+        let inputs = [a.operand(), b.operand()];
+        // SAFETY: a kernel of `i64`s over `i64` inputs seen at the output's shape, into a
+        // unique view of `i64`s (written through `MaybeUninit`, which they need not be).
+        unsafe {
+            let kernel =
+                TableKernel::new(run2::<i64, Sub> as Run<3>, &inputs, SlotInfo::of::<i64>());
+            walk(Operand::output(out), &kernel, false, None);
+        }
+    }
+
+    /// Runs whose operands are not all unit-stride go in pieces through the buffers: inputs
+    /// gathered (a transpose too small to stage, a stepped slice), repeated (a broadcast column)
+    /// or read in place, outputs written in place or scattered (a stepped view), over runs
+    /// shorter and longer than a piece.
+    #[test]
+    fn strided_runs_match_elementwise() {
+        for (m, n) in [(3, 5), (2, PIECE + 3), (7, 2 * PIECE)] {
+            let x = Array2::from_shape_fn((m, n), |(i, j)| (i * 1000 + j) as i64);
+            let xt = Array2::from_shape_fn((n, m).f(), |(j, i)| (i * 7 + j * 3) as i64);
+            let col = Array2::from_shape_fn((m, 1), |(i, _)| 5 - i as i64);
+            let wide = Array2::from_shape_fn((m, 2 * n), |(i, j)| (i + 11 * j) as i64);
+            let stepped = wide.slice(s![.., ..;2]);
+            let shape = [m, n];
+            let cases: [(&str, Src<'_, i64>, Src<'_, i64>); 4] = [
+                ("dense", Src::of(&x), Src::of(&x)),
+                (
+                    "transposed",
+                    Src::of(&x),
+                    Src::placed("t", &xt, &shape, &[1, 0]).unwrap(),
+                ),
+                (
+                    "column",
+                    Src::degenerate("c", &col, &shape).unwrap(),
+                    Src::of(&x),
+                ),
+                ("stepped", Src::of(&stepped), Src::of(&x)),
+            ];
+            let want = |k: usize, i: usize, j: usize| match k {
+                0 => 0,
+                1 => x[[i, j]] - xt[[j, i]],
+                2 => col[[i, 0]] - x[[i, j]],
+                _ => stepped[[i, j]] - x[[i, j]],
+            };
+            for (k, (name, a, b)) in cases.iter().enumerate() {
+                let mut dense = Array2::<i64>::zeros((m, n));
+                sub_into(a, b, &mut dense.view_mut());
+                let mut wide_out = Array3::<i64>::from_elem((m, n, 2), -1);
+                sub_into(a, b, &mut wide_out.slice_mut(s![.., .., 0]));
+                for i in 0..m {
+                    for j in 0..n {
+                        assert_eq!(dense[[i, j]], want(k, i, j), "{name} {m}x{n} at {i},{j}");
+                        assert_eq!(wide_out[[i, j, 0]], want(k, i, j), "{name}, stepped output");
+                        assert_eq!(wide_out[[i, j, 1]], -1, "{name}: nothing else written");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The copies and selects move elements of every size by their bits.
+    #[test]
+    fn copies_and_selects_by_size() {
+        for size in [1, 2, 4, 8, 16] {
+            assert!(copy(size).is_some() && select(size).is_some());
+        }
+        assert!(copy(3).is_none() && select(32).is_none());
+        let src = Array2::from_shape_fn((4, 3), |(i, j)| [i as u64, j as u64 + 100]);
+        let inputs = [Src::placed("t", &src, &[3, 4], &[1, 0]).unwrap()];
+        let inputs = [inputs[0].operand()];
+        // SAFETY: a copy of 16-byte elements into 16-byte slots, the input seen at the shape.
+        let out =
+            unsafe { collect::<[u64; 2], 2>("copy", &[3, 4], copy(16).unwrap(), &inputs).unwrap() };
+        assert_eq!(out, src.t().into_dyn());
+    }
+}

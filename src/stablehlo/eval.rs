@@ -1,0 +1,290 @@
+//! [`Program::run`](super::Program::run)'s evaluator: each node on concrete arrays, through the
+//! engine's kernel table ([`crate::engine::table`]), so that a program instantiates one small
+//! loop per op and element type, never the generic engine per op and type. The element
+//! functions are the crate's own ([`crate::element`]), so results are those of the array ops,
+//! bit for bit.
+
+use super::{Binary, Direction, Node, Op, Tensor, Value};
+use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
+use crate::engine::table::{self, Elementwise, Run};
+use crate::engine::Operand;
+use crate::error::{BroadcastError, Result};
+use crate::shape::{binary_plan, iota};
+
+/// The element functions, as types: one kernel each per element type.
+mod elem {
+    use super::*;
+
+    macro_rules! binary {
+        ($($v:ident: $bound:ident::$f:ident;)*) => {$(
+            pub struct $v;
+            impl<T: $bound> Elementwise<T, 2> for $v {
+                type Out = T;
+                #[inline(always)]
+                fn f([a, b]: [T; 2]) -> T {
+                    T::$f(a, b)
+                }
+            }
+        )*};
+    }
+    binary! {
+        Add: XlaElement::xla_add;
+        Sub: XlaNumber::xla_sub;
+        Mul: XlaElement::xla_mul;
+        Div: XlaNumber::xla_div;
+        Rem: XlaReal::xla_rem;
+        Max: XlaOrd::xla_max;
+        Min: XlaOrd::xla_min;
+        Pow: XlaNumber::xla_pow;
+        And: XlaBitwise::xla_and;
+        Or: XlaBitwise::xla_or;
+        Xor: XlaBitwise::xla_xor;
+        ShiftLeft: XlaInteger::xla_shift_left;
+        ShiftRightArithmetic: XlaInteger::xla_shift_right_arithmetic;
+        ShiftRightLogical: XlaInteger::xla_shift_right_logical;
+        Atan2: XlaFloat::xla_atan2;
+    }
+
+    macro_rules! compare {
+        ($($v:ident: $bound:ident, $cmp:tt;)*) => {$(
+            pub struct $v;
+            impl<T: $bound> Elementwise<T, 2> for $v {
+                type Out = bool;
+                #[inline(always)]
+                fn f([a, b]: [T; 2]) -> bool {
+                    a $cmp b
+                }
+            }
+        )*};
+    }
+    compare! {
+        Eq: PartialEq, ==;
+        Ne: PartialEq, !=;
+        Lt: PartialOrd, <;
+        Le: PartialOrd, <=;
+    }
+
+    /// `clamp(x, lo, hi)` (the operand first, as [`XlaOrd::xla_clamp`] takes it).
+    pub struct Clamp;
+    impl<T: XlaOrd> Elementwise<T, 3> for Clamp {
+        type Out = T;
+        #[inline(always)]
+        fn f([x, lo, hi]: [T; 3]) -> T {
+            x.xla_clamp(lo, hi)
+        }
+    }
+}
+
+/// The kernels of one element type: the ops its class has, `None` for the others. Where two
+/// types give the same bits (wrapping and bitwise integer ops signed or unsigned, `bool` as
+/// the bytes 0 and 1), one kernel serves both.
+pub(crate) trait Kernels: Sized {
+    /// `op`'s kernel.
+    fn binary(op: Binary) -> Option<Run<3>>;
+    /// The comparison's kernel, for `Eq`, `Ne`, `Lt` and `Le` (`a > b` is run as `b < a`).
+    fn compare(dir: Direction) -> Option<Run<3>>;
+    /// `clamp`'s kernel (operand, min, max).
+    fn clamp() -> Option<Run<4>>;
+}
+
+/// `match` from each listed op to its kernel for `$t`, `None` for the others.
+macro_rules! table {
+    ($e:ident: $op:expr, $t:ty; $($v:ident),*) => {
+        match $op {
+            $($e::$v => Some(table::run2::<$t, elem::$v> as Run<3>),)*
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    };
+}
+
+/// Integers: `$t` takes the kernels of `$u`, the unsigned type of its width, where the bits
+/// agree.
+macro_rules! ints {
+    ($($t:ty as $u:ty),*) => {$(
+        impl Kernels for $t {
+            fn binary(op: Binary) -> Option<Run<3>> {
+                table!(Binary: op, $u; Add, Sub, Mul, And, Or, Xor, ShiftLeft).or_else(|| {
+                    table!(Binary: op, $t; Div, Rem, Max, Min, Pow, ShiftRightArithmetic,
+                        ShiftRightLogical)
+                })
+            }
+            fn compare(dir: Direction) -> Option<Run<3>> {
+                table!(Direction: dir, $u; Eq, Ne).or_else(|| table!(Direction: dir, $t; Lt, Le))
+            }
+            fn clamp() -> Option<Run<4>> {
+                Some(table::run3::<$t, elem::Clamp>)
+            }
+        }
+    )*};
+}
+ints!(u8 as u8, u16 as u16, u32 as u32, u64 as u64, i8 as u8, i16 as u16, i32 as u32, i64 as u64);
+
+macro_rules! floats {
+    ($($t:ty),*) => {$(
+        impl Kernels for $t {
+            fn binary(op: Binary) -> Option<Run<3>> {
+                table!(Binary: op, $t; Add, Sub, Mul, Div, Rem, Max, Min, Pow, Atan2)
+            }
+            fn compare(dir: Direction) -> Option<Run<3>> {
+                table!(Direction: dir, $t; Eq, Ne, Lt, Le)
+            }
+            fn clamp() -> Option<Run<4>> {
+                Some(table::run3::<$t, elem::Clamp>)
+            }
+        }
+    )*};
+}
+floats!(f32, f64);
+#[cfg(feature = "half")]
+floats!(half::f16, half::bf16);
+
+/// `bool` as the bytes 0 and 1: `add` is `or`, `mul` is `and`, `max` and `min` are `u8`'s, and
+/// so are the comparisons (`false < true`) and `clamp`.
+impl Kernels for bool {
+    fn binary(op: Binary) -> Option<Run<3>> {
+        match op {
+            Binary::Add => <u8 as Kernels>::binary(Binary::Or),
+            Binary::Mul => <u8 as Kernels>::binary(Binary::And),
+            Binary::Max | Binary::Min | Binary::And | Binary::Or | Binary::Xor => {
+                <u8 as Kernels>::binary(op)
+            }
+            _ => None,
+        }
+    }
+    fn compare(dir: Direction) -> Option<Run<3>> {
+        <u8 as Kernels>::compare(dir)
+    }
+    fn clamp() -> Option<Run<4>> {
+        <u8 as Kernels>::clamp()
+    }
+}
+
+#[cfg(feature = "complex")]
+macro_rules! complex {
+    ($($t:ty),*) => {$(
+        impl Kernels for num_complex::Complex<$t> {
+            fn binary(op: Binary) -> Option<Run<3>> {
+                table!(Binary: op, num_complex::Complex<$t>; Add, Sub, Mul, Div, Pow, Atan2)
+            }
+            fn compare(dir: Direction) -> Option<Run<3>> {
+                table!(Direction: dir, num_complex::Complex<$t>; Eq, Ne)
+            }
+            fn clamp() -> Option<Run<4>> {
+                None
+            }
+        }
+    )*};
+}
+#[cfg(feature = "complex")]
+complex!(f32, f64);
+
+/// The type error of an op run on operands of other types than recorded (which `run`'s input
+/// checks rule out).
+fn mismatch(op: &'static str) -> BroadcastError {
+    BroadcastError::ElementType {
+        op,
+        types: String::new(),
+        reason: "operands of other types than recorded".to_string(),
+    }
+}
+
+/// One node on concrete inputs.
+pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Result<Tensor> {
+    let shape = &node.shape[..];
+    // Each operand placed at the node's shape: by `dims`, or (none given) at its own rank.
+    let place = |op: &'static str, v: &'v Tensor, dims: Option<&[usize]>| {
+        let own = iota(v.shape().len());
+        v.placed(op, shape, dims.unwrap_or(&own))
+    };
+    match &node.op {
+        Op::Parameter => Err(mismatch("parameter")),
+        Op::Constant(t) => Ok(t.clone()),
+        Op::BroadcastInDim { x, dims } => {
+            let x = get(x);
+            let src = place("broadcast_in_dim", x, Some(dims))?;
+            let run = table::copy(x.element_size()).ok_or_else(|| mismatch("broadcast_in_dim"))?;
+            // SAFETY: a copy of the input's element size into an output of its type.
+            unsafe { x.collect_like("broadcast_in_dim", shape, run, &[&src]) }
+        }
+        Op::Binary { op, lhs, rhs, dims } => {
+            let name = op.names().0;
+            let run = get(lhs).binary_kernel(*op).ok_or_else(|| mismatch(name))?;
+            let (a, b) = binary_operands(name, [get(lhs), get(rhs)], dims, shape)?;
+            // SAFETY: the kernel of the lhs's type, which the rhs shares, into an output of it.
+            unsafe { get(lhs).collect_like(name, shape, run, &[&a, &b]) }
+        }
+        Op::Compare {
+            dir,
+            lhs,
+            rhs,
+            dims,
+        } => {
+            let name = dir.names().0;
+            let (a, b) = binary_operands(name, [get(lhs), get(rhs)], dims, shape)?;
+            // `a > b` is `b < a`, and `a >= b` is `b <= a`, NaN included.
+            let (dir, inputs) = match dir {
+                Direction::Gt => (Direction::Lt, [&b, &a]),
+                Direction::Ge => (Direction::Le, [&b, &a]),
+                dir => (*dir, [&a, &b]),
+            };
+            let run = get(lhs).compare_kernel(dir).ok_or_else(|| mismatch(name))?;
+            // SAFETY: the comparison of the operands' type, into `bool`s.
+            unsafe { table::collect::<bool, 3>(name, shape, run, &inputs).map(Tensor::Pred) }
+        }
+        Op::Select {
+            pred,
+            on_true,
+            on_false,
+        } => {
+            let (p, t, f) = (get(pred), get(on_true), get(on_false));
+            if !matches!(p, Tensor::Pred(_)) || t.element_type() != f.element_type() {
+                return Err(mismatch("select"));
+            }
+            let run = table::select(t.element_size()).ok_or_else(|| mismatch("select"))?;
+            let inputs = [
+                place("select", p, None)?,
+                place("select", t, None)?,
+                place("select", f, None)?,
+            ];
+            // SAFETY: a `bool` predicate and branches of one type, moved by their bits into an
+            // output of that type.
+            unsafe { t.collect_like("select", shape, run, &[&inputs[0], &inputs[1], &inputs[2]]) }
+        }
+        Op::Clamp { min, x, max } => {
+            let (lo, v, hi) = (get(min), get(x), get(max));
+            if lo.element_type() != v.element_type() || hi.element_type() != v.element_type() {
+                return Err(mismatch("clamp"));
+            }
+            let run = v.clamp_kernel().ok_or_else(|| mismatch("clamp"))?;
+            let inputs = [
+                place("clamp", v, None)?,
+                place("clamp", lo, None)?,
+                place("clamp", hi, None)?,
+            ];
+            // SAFETY: `clamp` of the three's one type, into an output of it.
+            unsafe { v.collect_like("clamp", shape, run, &[&inputs[0], &inputs[1], &inputs[2]]) }
+        }
+        Op::ReduceInDim { x, dims } => get(x).reduce_in_dim(shape, dims),
+    }
+}
+
+/// A binary op's operands of one type, placed at its output `shape` by XLA's rule.
+fn binary_operands<'v>(
+    name: &'static str,
+    [lhs, rhs]: [&'v Tensor; 2],
+    dims: &[usize],
+    shape: &'v [usize],
+) -> Result<(Operand<'v>, Operand<'v>)> {
+    if lhs.element_type() != rhs.element_type() {
+        return Err(mismatch(name));
+    }
+    let plan = binary_plan(name, lhs.shape(), rhs.shape(), dims)?;
+    if plan.out[..] != *shape {
+        return Err(mismatch(name));
+    }
+    Ok((
+        lhs.placed(name, shape, &plan.lhs_dims)?,
+        rhs.placed(name, shape, &plan.rhs_dims)?,
+    ))
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What a one-line dependent pays to build: a one-file program calling `add_bcast` and
+# `mul_bcast`, built from a fresh target directory against this checkout, beside the same
+# program written on ndarray alone, in one run. Prints wall seconds, CPU seconds (user + sys of
+# cargo and every rustc) and the peak resident memory of the largest process (rustc), for
+# release and debug builds, and the ratios.
+#
+#     tools/build_cost.sh [release|debug|both]    # default: both
+#
+# Needs GNU time (/usr/bin/time). The registry sources must be fetched (any earlier build does).
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+which="${1:-both}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+mkdir -p "$work/with/src" "$work/alone/src"
+cat >"$work/with/Cargo.toml" <<EOF
+[package]
+name = "with-xla-bcast"
+version = "0.0.0"
+edition = "2021"
+[dependencies]
+ndarray = "0.17"
+xla-bcast = { path = "$repo" }
+EOF
+cat >"$work/with/src/main.rs" <<'EOF'
+use ndarray::{Array1, Array2};
+use xla_bcast::prelude::*;
+fn main() {
+    let x = Array2::<f32>::ones((64, 64));
+    let v = Array1::from_elem(64, 1.0f32);
+    let y = x.add_bcast(&v, &[1]).unwrap().mul_bcast(&v, &[0]).unwrap();
+    println!("{}", y.sum());
+}
+EOF
+cat >"$work/alone/Cargo.toml" <<EOF
+[package]
+name = "on-ndarray"
+version = "0.0.0"
+edition = "2021"
+[dependencies]
+ndarray = "0.17"
+EOF
+cat >"$work/alone/src/main.rs" <<'EOF'
+use ndarray::{Array1, Array2, Axis};
+fn main() {
+    let x = Array2::<f32>::ones((64, 64));
+    let v = Array1::from_elem(64, 1.0f32);
+    let y = (&x + &v.view().insert_axis(Axis(0))) * &v.view().insert_axis(Axis(1));
+    println!("{}", y.sum());
+}
+EOF
+
+# One build from a fresh target directory: "wall cpu peak_gib".
+measure() {
+    local dir="$1" profile="$2" flag=()
+    [ "$profile" = release ] && flag=(--release)
+    rm -rf "$dir/target"
+    (cd "$dir" && cargo generate-lockfile -q --offline 2>/dev/null || cargo generate-lockfile -q)
+    /usr/bin/time -f '%e %U %S %M' -o "$work/time" \
+        env CARGO_INCREMENTAL=0 cargo build -q "${flag[@]}" --manifest-path "$dir/Cargo.toml" \
+        --target-dir "$dir/target"
+    read -r wall user sys kib <"$work/time"
+    awk -v w="$wall" -v u="$user" -v s="$sys" -v k="$kib" \
+        'BEGIN { printf "%.1f %.1f %.2f\n", w, u + s, k / 1048576 }'
+}
+
+for profile in release debug; do
+    [ "$which" = both ] || [ "$which" = "$profile" ] || continue
+    read -r aw ac am < <(measure "$work/alone" "$profile")
+    read -r xw xc xm < <(measure "$work/with" "$profile")
+    echo "$profile: ndarray alone ${aw} s wall, ${ac} s CPU, peak ${am} GiB;" \
+        "with xla_bcast ${xw} s wall, ${xc} s CPU, peak ${xm} GiB;" \
+        "$(awk -v a="$aw" -v x="$xw" -v c="$ac" -v d="$xc" 'BEGIN { printf "%.1fx wall, %.1fx CPU", x / a, d / c }')"
+done
