@@ -566,3 +566,71 @@ fn export_corpus() {
         println!("wrote {} programs to {path}", corpus.len());
     }
 }
+
+/// `run` gives the array ops' results, bit for bit, where the engine takes its other roads:
+/// sums large enough to fold in parallel blocks (over the outer dim, the inner one, both), of
+/// each kind of element, and binary ops on transposed and broadcast operands.
+#[test]
+fn run_matches_the_array_ops_on_large_inputs() {
+    use ndarray::Array2;
+    use xla_bcast::prelude::*;
+    let (m, n) = (700, 450);
+    let f = Array2::from_shape_fn((m, n), |(i, j)| {
+        ((i * 31 + j * 17) % 1000) as f32 * 0.37 - 150.0
+    });
+    let i = f.mapv(|v| (v * 1000.0) as i32);
+    let b = f.mapv(|v| v > 140.0);
+    for (operand, dims) in [
+        (vec![n], vec![1]),
+        (vec![m], vec![0]),
+        (vec![], vec![]),
+        (vec![1, n], vec![0, 1]),
+    ] {
+        let run = |t: Tensor| {
+            let mut p = Program::new("sum");
+            let x = match &t {
+                Tensor::F32(_) => p.parameter::<f32>(&[m, n]),
+                Tensor::I32(_) => p.parameter::<i32>(&[m, n]),
+                _ => p.parameter::<bool>(&[m, n]),
+            };
+            let s = p.reduce_in_dim(x, &operand, &dims).unwrap();
+            p.output(s).unwrap();
+            p.run(&[t]).unwrap().remove(0)
+        };
+        let fd = f.clone().into_dyn();
+        assert_eq!(
+            run(fd.clone().into()),
+            fd.reduce_in_dim(&operand[..], &dims).unwrap().into(),
+            "f32 {operand:?}"
+        );
+        let id = i.clone().into_dyn();
+        assert_eq!(
+            run(id.clone().into()),
+            id.reduce_in_dim(&operand[..], &dims).unwrap().into(),
+            "i32 {operand:?}"
+        );
+        let bd = b.clone().into_dyn();
+        assert_eq!(
+            run(bd.clone().into()),
+            bd.reduce_in_dim(&operand[..], &dims).unwrap().into(),
+            "bool {operand:?}"
+        );
+    }
+    // A transposed lhs and a broadcast column, through the kernel table's staged and gathered
+    // reads.
+    let mut p = Program::new("t");
+    let x = p.parameter::<f32>(&[m, n]);
+    let c = p.parameter::<f32>(&[n, 1]);
+    let xt = p.broadcast_in_dim(x, &[n, m], &[1, 0]).unwrap();
+    let y = p.sub(xt, c, &[]).unwrap();
+    let g = p.gt(c, xt, &[]).unwrap();
+    p.output(y).unwrap();
+    p.output(g).unwrap();
+    let col = f.slice(ndarray::s![..n, ..1]).to_owned();
+    let out = p
+        .run(&[f.clone().into_dyn().into(), col.clone().into_dyn().into()])
+        .unwrap();
+    let want = f.t().sub_bcast(&col, &[]).unwrap();
+    assert_eq!(out[0], want.into_dyn().into());
+    assert_eq!(out[1], col.gt_bcast(&f.t(), &[]).unwrap().into_dyn().into());
+}

@@ -116,6 +116,18 @@ pub(crate) fn with_capacity<C>(len: usize) -> Option<Vec<C>> {
 /// The huge page size the advice works in (x86-64 and aarch64 with 4 KiB base pages).
 const HUGE: usize = 2 << 20;
 
+#[cfg(target_os = "linux")]
+extern "C" {
+    /// The C library's `madvise(2)` (every Linux target links it).
+    fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: std::ffi::c_int)
+        -> std::ffi::c_int;
+}
+
+/// Linux's `MADV_HUGEPAGE`: one value on every architecture (the kernel's generic
+/// `mman-common.h`).
+#[cfg(target_os = "linux")]
+const MADV_HUGEPAGE: std::ffi::c_int = 14;
+
 /// Advises as huge the whole 2 MiB-aligned pages of the `bytes` from `ptr`, which the caller
 /// owns.
 #[cfg(target_os = "linux")]
@@ -127,7 +139,7 @@ fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
         // MADV_HUGEPAGE only changes how the kernel backs those pages, never their contents or
         // ownership, and a failure (e.g. THP disabled) is harmless, so its result is ignored.
         unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE);
         }
     }
 }

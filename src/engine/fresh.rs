@@ -48,7 +48,7 @@ impl FreshLog {
 /// As [`BlockKernel::block`].
 #[inline(always)]
 pub(super) unsafe fn call_logged<const N: usize>(
-    kernel: &impl BlockKernel<N>,
+    kernel: &dyn BlockKernel<N>,
     ptrs: [*mut u8; N],
     block: Block<N>,
     log: Option<&FreshLog>,

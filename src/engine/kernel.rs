@@ -10,23 +10,21 @@ use std::slice;
 use super::operand::{Operand, Src};
 
 /// One elementwise operation over `N` operands as the engine walks it: its inputs (operands
-/// `1..N`, seen at the output shape; operand 0 is the output, of elements `Slot`) and its
-/// element loops over a [`Block`]. The engine walks blocks and hands each to [`call`]; the
-/// kernel dereferences the pointers, so that method is `unsafe`.
+/// `1..N`, seen at the output shape; operand 0 is the output) and its element loops over a
+/// [`Block`]. The engine walks blocks and hands each to [`call`]; the kernel dereferences the
+/// pointers, so that method is `unsafe`. The engine takes kernels as trait objects: it is
+/// compiled once, and each op instantiates only its kernel's loops.
 pub(crate) trait BlockKernel<const N: usize>: Sync {
-    /// The output's elements: a fresh slot (`MaybeUninit<C>`) or an element to overwrite.
-    type Slot;
-
     /// Whether the element function reads the output's elements (an update in place).
-    const READS_OUTPUT: bool = false;
+    fn reads_output(&self) -> bool {
+        false
+    }
 
     /// Input `k` (`1 <= k < N`), seen at the output shape.
     fn input(&self, k: usize) -> &Operand<'_>;
 
     /// What the output's slots are, as the walk's choices need it.
-    fn slot(&self) -> SlotInfo {
-        SlotInfo::of::<Self::Slot>()
-    }
+    fn slot(&self) -> SlotInfo;
 
     /// Runs `blk` from `ptrs`, adding to `written` each output element it writes, in the block's
     /// order (row by row), when the output's elements need dropping (so that a panic in the
@@ -37,7 +35,23 @@ pub(crate) trait BlockKernel<const N: usize>: Sync {
     /// operand `k`, of the kernel's element type for that operand; the written ones are
     /// distinct from each other and from every element read, and no other thread touches them.
     unsafe fn block(&self, ptrs: [*mut u8; N], blk: Block<N>, written: &Cell<usize>);
+
+    /// [`block`](BlockKernel::block) compiled with AVX2, so that its loops vectorise 256 bits
+    /// wide. Results do not depend on the copy: the same scalar operations run either way, only
+    /// more of them at once.
+    ///
+    /// # Safety
+    /// As [`block`](BlockKernel::block), on a CPU with AVX2.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn block_wide(&self, ptrs: [*mut u8; N], blk: Block<N>, written: &Cell<usize>) {
+        // SAFETY: as the caller promised.
+        unsafe { block_avx2(self, ptrs, blk, written) }
+    }
 }
+
+/// A kernel whose output slots are `S`: a fresh slot (`MaybeUninit<C>`) or an element to
+/// overwrite. The engine's entry points take kernels that write the array they are given.
+pub(crate) trait Writes<S> {}
 
 /// The facts about an output's slots that decide how they are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,17 +76,14 @@ impl SlotInfo {
     }
 }
 
-/// Runs `kernel.block(ptrs, block, written)`, compiled with AVX2 where the CPU has it (checked
-/// at run time; the crate itself targets the baseline instruction set). The block kernels below
-/// are inlined into both copies, so their loops vectorise 256 bits wide in the AVX2 one.
-/// Results do not depend on the copy: the same scalar operations run either way, only more of
-/// them at once.
+/// Runs `kernel.block(ptrs, block, written)`, its AVX2 copy where the CPU has it (checked at
+/// run time; the crate itself targets the baseline instruction set).
 ///
 /// # Safety
 /// As [`BlockKernel::block`].
 #[inline(always)]
 pub(crate) unsafe fn call<const N: usize>(
-    kernel: &impl BlockKernel<N>,
+    kernel: &dyn BlockKernel<N>,
     ptrs: [*mut u8; N],
     block: Block<N>,
     written: &Cell<usize>,
@@ -80,7 +91,7 @@ pub(crate) unsafe fn call<const N: usize>(
     #[cfg(target_arch = "x86_64")]
     if wide_simd() {
         // SAFETY: `wide_simd` checked that this CPU has AVX2; the block as the caller promised.
-        return unsafe { call_avx2(kernel, ptrs, block, written) };
+        return unsafe { kernel.block_wide(ptrs, block, written) };
     }
     // SAFETY: as the caller promised.
     unsafe { kernel.block(ptrs, block, written) }
@@ -93,8 +104,8 @@ pub(crate) unsafe fn call<const N: usize>(
 /// # Safety
 /// As [`BlockKernel::block`].
 #[inline(always)]
-pub(crate) unsafe fn call_run<K: BlockKernel<N>, const N: usize>(
-    kernel: &K,
+pub(crate) unsafe fn call_run<const N: usize>(
+    kernel: &dyn BlockKernel<N>,
     ptrs: [*mut u8; N],
     block: Block<N>,
     written: &Cell<usize>,
@@ -132,12 +143,14 @@ fn wide_simd() -> bool {
 pub(crate) static WIDE_SIMD: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(true);
 
+/// `kernel.block`, inlined into a copy compiled with AVX2.
+///
 /// # Safety
 /// The CPU supports AVX2; the block as [`BlockKernel::block`] requires.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn call_avx2<const N: usize>(
-    kernel: &impl BlockKernel<N>,
+unsafe fn block_avx2<K: BlockKernel<N> + ?Sized, const N: usize>(
+    kernel: &K,
     ptrs: [*mut u8; N],
     block: Block<N>,
     written: &Cell<usize>,
@@ -189,9 +202,11 @@ pub(crate) struct Update<'k, A, B, F> {
 }
 
 impl<S: Sink<C>, A: Clone + Sync, C, F: Fn(A) -> C + Sync> BlockKernel<2> for Map<'_, S, A, F> {
-    type Slot = S;
     fn input(&self, _: usize) -> &Operand<'_> {
         self.a.operand()
+    }
+    fn slot(&self) -> SlotInfo {
+        SlotInfo::of::<S>()
     }
 
     #[inline(always)]
@@ -209,12 +224,14 @@ where
     B: Clone + Sync,
     F: Fn(A, B) -> C + Sync,
 {
-    type Slot = S;
     fn input(&self, k: usize) -> &Operand<'_> {
         match k {
             1 => self.a.operand(),
             _ => self.b.operand(),
         }
+    }
+    fn slot(&self) -> SlotInfo {
+        SlotInfo::of::<S>()
     }
 
     #[inline(always)]
@@ -237,7 +254,9 @@ where
     C: Clone + Sync,
     F: Fn(A, B, C) -> R + Sync,
 {
-    type Slot = S;
+    fn slot(&self) -> SlotInfo {
+        SlotInfo::of::<S>()
+    }
     fn input(&self, k: usize) -> &Operand<'_> {
         match k {
             1 => self.a.operand(),
@@ -256,6 +275,11 @@ where
     }
 }
 
+impl<S, A, F> Writes<S> for Map<'_, S, A, F> {}
+impl<S, A, B, F> Writes<S> for Zip<'_, S, A, B, F> {}
+impl<S, A, B, C, F> Writes<S> for Zip3<'_, S, A, B, C, F> {}
+impl<A, B, F> Writes<A> for Update<'_, A, B, F> {}
+
 impl<'k, A, B, F> Update<'k, A, B, F> {
     pub fn new(f: &'k F, b: &'k Src<'k, B>) -> Self {
         Update {
@@ -269,10 +293,14 @@ impl<'k, A, B, F> Update<'k, A, B, F> {
 impl<A: Clone + Sync, B: Clone + Sync, F: Fn(A, B) -> A + Sync> BlockKernel<2>
     for Update<'_, A, B, F>
 {
-    type Slot = A;
-    const READS_OUTPUT: bool = true;
+    fn reads_output(&self) -> bool {
+        true
+    }
     fn input(&self, _: usize) -> &Operand<'_> {
         self.b.operand()
+    }
+    fn slot(&self) -> SlotInfo {
+        SlotInfo::of::<A>()
     }
 
     #[inline(always)]

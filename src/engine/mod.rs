@@ -21,7 +21,7 @@ mod kernel;
 mod operand;
 pub(crate) mod parallel;
 mod plan;
-mod reduce;
+pub(crate) mod reduce;
 mod stage;
 mod stream;
 pub(crate) mod table;
@@ -37,7 +37,7 @@ use crate::error::Result;
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 use kernel::Block;
-pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Zip, Zip3};
+pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};
 pub(crate) use operand::{Operand, Src};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Order, Plan};
@@ -65,7 +65,8 @@ pub(crate) fn collect<C, D, K, const N: usize>(
 ) -> Result<Array<C, D>>
 where
     D: Dimension,
-    K: BlockKernel<N, Slot = MaybeUninit<C>>,
+    K: BlockKernel<N> + Writes<MaybeUninit<C>>,
+    Engine: Walk<N>,
 {
     // Slot 0 (the output's) is unused here.
     let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
@@ -95,7 +96,9 @@ where
         // SAFETY: the fresh output is unique; the inputs are seen at its shape; the walk
         // writes every element once, each kernel call through `call_logged` with the log.
         return Ok(unsafe {
-            fresh::fill(out, |o, log| walk(Operand::output(o), kernel, true, log))
+            fresh::fill(out, |o, log| {
+                Engine::walk(Operand::output(o), kernel, true, log)
+            })
         });
     };
     // The run's strides reach the closure as a mask of its scalar inputs: the array itself,
@@ -183,7 +186,8 @@ pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K
 where
     S: Send,
     D: Dimension,
-    K: BlockKernel<N, Slot = S>,
+    K: BlockKernel<N> + Writes<S>,
+    Engine: Walk<N>,
 {
     let out = Operand::output(out);
     if seen == Seen::Own {
@@ -202,14 +206,14 @@ where
         }
     }
     // SAFETY: `out` is a live array, unique (borrowed mutably), so no input overlaps it.
-    unsafe { walk(out, kernel, false, None) }
+    unsafe { Engine::walk(out, kernel, false, None) }
 }
 
 /// The walk into `out` as one run, when it is small (serial, plain stores) and `out` and each
 /// input are dense in one memory order, C or F, or (inputs) scalars: a 4x4-16x16 add into a
 /// caller's array skips the plan and the walk's choices.
 #[inline(always)]
-fn one_run<K: BlockKernel<N>, const N: usize>(out: &Operand<'_>, kernel: &K) -> Option<Block<N>> {
+fn one_run<const N: usize>(out: &Operand<'_>, kernel: &dyn BlockKernel<N>) -> Option<Block<N>> {
     let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
     for input in &inputs[1..] {
         operand::same_shape(out.shape, input);
@@ -247,6 +251,42 @@ pub(crate) fn assign<A, B, D>(
     into(out, &Update::new(f, b), seen);
 }
 
+/// The walk over `N` operands, compiled once in this crate: a generic walk would be compiled
+/// again in every crate that calls an op. Each op's front door names it as `Engine: Walk<N>`.
+pub(crate) trait Walk<const N: usize> {
+    /// [`walk`].
+    ///
+    /// # Safety
+    /// As [`walk`].
+    unsafe fn walk(
+        out: Operand<'_>,
+        kernel: &dyn BlockKernel<N>,
+        fresh: bool,
+        log: Option<&FreshLog>,
+    );
+}
+
+/// The engine, as the implementor of [`Walk`] for each operand count its kernels have.
+pub(crate) struct Engine;
+
+macro_rules! walks {
+    ($($n:literal),*) => {$(
+        impl Walk<$n> for Engine {
+            #[inline(never)]
+            unsafe fn walk(
+                out: Operand<'_>,
+                kernel: &dyn BlockKernel<$n>,
+                fresh: bool,
+                log: Option<&FreshLog>,
+            ) {
+                // SAFETY: as the caller promised.
+                unsafe { walk(out, kernel, fresh, log) }
+            }
+        }
+    )*};
+}
+walks!(2, 3, 4);
+
 /// Walks the output `out` and `kernel`'s inputs: the plan, then one block for a small walk of
 /// at most two dims, else blocks of contiguous ranges of the plan, split across threads when
 /// large; `fresh` when the output was just allocated, and `log` its log ([`fresh::fill`]).
@@ -254,9 +294,9 @@ pub(crate) fn assign<A, B, D>(
 /// # Safety
 /// `out` addresses, at every index of its shape, a distinct slot of the kernel's output type
 /// that nothing else touches during the walk; the inputs are seen at that shape.
-unsafe fn walk<K: BlockKernel<N>, const N: usize>(
+unsafe fn walk<const N: usize>(
     out: Operand<'_>,
-    kernel: &K,
+    kernel: &dyn BlockKernel<N>,
     fresh: bool,
     log: Option<&FreshLog>,
 ) {
@@ -283,7 +323,14 @@ unsafe fn walk<K: BlockKernel<N>, const N: usize>(
             .fold(0, usize::saturating_add)
     };
     let pieces = parallel::pieces(traffic);
-    let write = Write::choose(kernel.slot(), K::READS_OUTPUT, len, traffic, fresh, log);
+    let write = Write::choose(
+        kernel.slot(),
+        kernel.reads_output(),
+        len,
+        traffic,
+        fresh,
+        log,
+    );
     let at = |offs: [isize; N]| -> [*mut u8; N] {
         // SAFETY: the plan's offsets address elements of each operand.
         std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) })

@@ -131,7 +131,7 @@ pub(crate) fn pieces(bytes: usize) -> usize {
 
 #[cfg(feature = "rayon")]
 fn available_threads() -> usize {
-    rayon::current_num_threads()
+    rayon_core::current_num_threads()
 }
 
 #[cfg(not(feature = "rayon"))]
@@ -263,7 +263,7 @@ mod help {
         let task: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(help) };
         for _ in 0..helpers {
             let shared = Arc::clone(&shared);
-            rayon::spawn(move || {
+            rayon_core::spawn(move || {
                 let entered = shared.state.fetch_add(HELPER, Ordering::Acquire) & CLOSED == 0;
                 if entered {
                     if let Err(p) = catch_unwind(AssertUnwindSafe(task)) {
@@ -357,7 +357,7 @@ mod tests {
         use std::sync::{mpsc, Mutex};
         use std::thread::{self, ThreadId};
         use std::time::Duration;
-        let pool = rayon::ThreadPoolBuilder::new()
+        let pool = rayon_core::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
@@ -368,7 +368,7 @@ mod tests {
                 if busy {
                     // Occupy the pool's other thread until the loop is over.
                     let wait = Mutex::new(wait);
-                    rayon::spawn(move || {
+                    rayon_core::spawn(move || {
                         started.send(()).unwrap();
                         let _ = wait.lock().unwrap().recv();
                     });
@@ -397,7 +397,7 @@ mod tests {
         use std::sync::Mutex;
         use std::thread;
         use std::time::Duration;
-        let pool = rayon::ThreadPoolBuilder::new()
+        let pool = rayon_core::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
@@ -438,7 +438,7 @@ mod tests {
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::thread;
         use std::time::Duration;
-        let pool = rayon::ThreadPoolBuilder::new()
+        let pool = rayon_core::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();

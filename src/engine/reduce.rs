@@ -5,6 +5,8 @@
 //! per element type and function ([`kernel::fold_block`]); the driver that plans, splits and
 //! combines ([`fold`]) is compiled once.
 
+use std::ops::Range;
+
 use ndarray::{ArrayRef, Dimension, IxDyn};
 use smallvec::SmallVec;
 
@@ -24,7 +26,7 @@ const REDUCE_BLOCKS: usize = 8;
 ///
 /// # Safety
 /// As [`kernel::fold_block`], for the element type and function of the fold at `ctx`.
-type FoldFn = unsafe fn(ctx: *const (), acc: *mut u8, src: *const u8, blk: Block<2>);
+pub(crate) type FoldFn = unsafe fn(ctx: *const (), acc: *mut u8, src: *const u8, blk: Block<2>);
 
 /// A fold as the driver runs it: its loop and what the loop reads it from.
 #[derive(Clone, Copy)]
@@ -89,54 +91,87 @@ where
     };
     let source = Src::of(src);
     let strides = acc_strides(acc.shape(), acc.strides(), acc_dim, src.shape());
-    let blocks = partial_count(source.operand(), &strides, fold.order);
     // All are allocated before `acc` is touched, so a refusal leaves it as it was.
-    let mut partials = (0..blocks)
+    let mut partials = (0..partial_count(source.operand(), &strides, fold.order))
         .map(|_| alloc::filled(op, IxDyn(acc.shape()), fold.identity))
         .collect::<crate::error::Result<Vec<_>>>()?;
     if fill {
         acc.fill(fold.identity.clone());
     }
-    let parts: SmallVec<[Part; REDUCE_BLOCKS]> = partials
-        .iter_mut()
-        .map(|p| Part {
-            ptr: p.as_mut_ptr().cast(),
-            at_src: acc_strides(p.shape(), p.strides(), acc_dim, src.shape()),
-            own: p.strides().into(),
-        })
-        .collect();
-    // Taken after the fill: a pointer from before a later `&mut` use of `acc` would be stale.
-    let target = Target {
-        ptr: acc.as_mut_ptr().cast(),
-        shape: acc.shape(),
-        own: acc.strides(),
-        at_src: strides,
-    };
+    let parts: SmallVec<[Operand<'_>; REDUCE_BLOCKS]> =
+        partials.iter_mut().map(|p| Operand::output(p)).collect();
     // SAFETY: `acc` is borrowed mutably (unique) and each partial is this call's own, all of
-    // `A`s as the fold's, seen at `src`'s shape through the strides made for it.
-    unsafe { run(&target, source.operand(), fold.order, &parts, folder) };
+    // `A`s as the fold's, at `acc`'s shape; the source is `src` at its own shape.
+    unsafe {
+        run(
+            &Operand::output(acc),
+            acc_dim,
+            source.operand(),
+            fold.order,
+            &parts,
+            folder,
+        )
+    };
     Ok(())
 }
 
-/// The accumulator of a fold: its elements, its shape and strides, and its strides at the
-/// source's shape ([`acc_strides`]).
-struct Target<'a> {
-    ptr: *mut u8,
-    shape: &'a [usize],
-    own: &'a [isize],
-    at_src: Strides,
+/// A fold of a kernel table's: the identity and the function, for elements `A`, known by the
+/// type. Its function is commutative, so the fold may combine in any order.
+pub(crate) trait TableFold<A> {
+    /// `f(identity, x) == x`.
+    fn identity() -> A;
+    /// The function.
+    fn f(acc: A, x: A) -> A;
 }
 
-/// A partial accumulator of a parallel fold: its elements (at the accumulator's shape) and its
-/// strides there and at the source's shape.
-struct Part {
-    ptr: *mut u8,
-    at_src: Strides,
-    own: Strides,
+/// The loop of the table fold `F` over `A`s.
+///
+/// # Safety
+/// As [`FoldFn`].
+pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
+    _: *const (),
+    acc: *mut u8,
+    src: *const u8,
+    blk: Block<2>,
+) {
+    let identity = F::identity();
+    let fold = Fold {
+        identity: &identity,
+        f: &F::f,
+        order: FoldOrder::Any,
+    };
+    // SAFETY: as the caller promised.
+    unsafe { kernel::fold_block(acc.cast::<A>(), src.cast::<A>(), blk, &fold) }
 }
 
-// SAFETY: each partial is folded by one thread at a time (behind the block index it belongs to).
-unsafe impl Sync for Part {}
+/// How many partial accumulators [`reduce_table`] of `src` into `acc` (with `acc_dim`, as for
+/// [`reduce`]) takes.
+pub(crate) fn partials(acc: &Operand<'_>, acc_dim: &[Option<usize>], src: &Operand<'_>) -> usize {
+    let strides = acc_strides(acc.shape, &acc.strides, acc_dim, src.shape);
+    partial_count(src, &strides, FoldOrder::Any)
+}
+
+/// [`reduce`] with a table fold `run` ([`table_fold`]), on untyped operands: `src` into `acc`
+/// (each at its own shape), which already holds the identity or the values to fold into, with
+/// [`partials`] fresh accumulators `parts` at `acc`'s shape, filled with the identity.
+///
+/// # Safety
+/// `run` folds the element type of `acc`, `src` and `parts`; `acc` and each part are unique
+/// (nothing else touches them during the call); `parts` has [`partials`] of them.
+pub(crate) unsafe fn reduce_table(
+    acc: &Operand<'_>,
+    acc_dim: &[Option<usize>],
+    src: &Operand<'_>,
+    run: FoldFn,
+    parts: &[Operand<'_>],
+) {
+    let folder = Folder {
+        run,
+        ctx: std::ptr::null(),
+    };
+    // SAFETY: as the caller promised.
+    unsafe { self::run(acc, acc_dim, src, FoldOrder::Any, parts, folder) };
+}
 
 /// The walk over `shape` of an accumulator with strides `acc` folding a source with `src`,
 /// in the order the fold allows.
@@ -161,34 +196,39 @@ fn partial_count(src: &Operand<'_>, acc: &[isize], order: FoldOrder) -> usize {
     }
 }
 
-/// Folds `src` into `target`: serially or split by outer indices when there are no `parts`,
-/// else each part folding a contiguous block of the outer dim, then the parts folded into the
-/// target in block order.
+/// Folds `src` into `acc`: serially or split by outer indices when there are no `parts`,
+/// else each part folding a contiguous block of the outer dim, then the parts folded into
+/// `acc` in block order. `acc` and the parts are seen at their own shapes (the accumulator's),
+/// `src` at its own, `acc_dim` mapping its dims to theirs.
 ///
 /// # Safety
-/// The target and each part address, at every index of their strides at `src`'s shape, an
-/// element of the fold's type (the target's and parts' distinct, and nothing else touches them
-/// during the call); `parts` has [`partial_count`] parts, each at the target's shape.
-unsafe fn run(target: &Target<'_>, src: &Operand<'_>, order: FoldOrder, parts: &[Part], f: Folder) {
-    let plan = plan(src.shape, &target.at_src, &src.strides, order);
+/// `acc` and each part are distinct arrays of the fold's element type, of one shape, that
+/// nothing else touches during the call; `src` is one of that type too; `parts` has
+/// [`partial_count`] parts.
+unsafe fn run(
+    acc: &Operand<'_>,
+    acc_dim: &[Option<usize>],
+    src: &Operand<'_>,
+    order: FoldOrder,
+    parts: &[Operand<'_>],
+    f: Folder,
+) {
+    let at_src = |o: &Operand<'_>| acc_strides(o.shape, &o.strides, acc_dim, src.shape);
+    let plan = plan(src.shape, &at_src(acc), &src.strides, order);
     let rows = plan.dims[0];
     let row_len = plan.len.checked_div(rows).unwrap_or(0);
     let traffic = plan.len.saturating_mul(src.size);
     // Folds the runs of `range` of `plan` from the source at `from` into the accumulator at
-    // `acc`; every call below passes a plan whose offsets address elements of both, the
+    // `to`; every call below passes a plan whose offsets address elements of both, the
     // accumulator's this thread's alone, as this function's caller promised.
-    let fold_range = |acc: *mut u8,
-                      size: usize,
-                      from: *const u8,
-                      plan: &Plan<2>,
-                      range: std::ops::Range<usize>| {
+    let fold_range = |to: SendPtr, from: SendPtr, plan: &Plan<2>, range: Range<usize>| {
         let inner = plan.inner_strides();
+        let size = src.size as isize;
         plan.for_each_block(range, |o, n, rows, step| {
-            // SAFETY: as said of `fold_range`: elements of both operands, of `size` bytes,
-            // the accumulator's this thread's.
+            // SAFETY: as said of `fold_range`: elements of both operands, the accumulator's
+            // this thread's.
             unsafe {
-                let a = acc.offset(o[0] * size as isize);
-                let s = from.offset(o[1] * size as isize);
+                let (a, s) = (to.0.offset(o[0] * size), from.0.offset(o[1] * size));
                 f.call(
                     a,
                     s,
@@ -202,38 +242,34 @@ unsafe fn run(target: &Target<'_>, src: &Operand<'_>, order: FoldOrder, parts: &
             }
         })
     };
-    // SAFETY: element 0 of the source, from which the plan's offsets count.
-    let from = SendPtr(unsafe { src.at(0) });
-    let size = src.size;
-    let target_ptr = SendPtr(target.ptr);
+    // SAFETY: element 0 of each, from which the plans' offsets count.
+    let first = |o: &Operand<'_>| SendPtr(unsafe { o.at(0) });
     if parts.is_empty() {
         // Each thread takes whole outer indices, which own distinct accumulator elements (or
         // the outer dim folds and the work stays on one thread).
         let folds_outer = plan.strides[0][0] == 0 && rows > 1;
         let pieces = if folds_outer { 1 } else { pieces(traffic) };
+        let (to, from) = (first(acc), first(src));
         split(rows, pieces, 1, &|r| {
-            let range = r.start * row_len..r.end * row_len;
-            fold_range(target_ptr.get(), size, from.get(), &plan, range)
+            fold_range(to, from, &plan, r.start * row_len..r.end * row_len)
         });
         return;
     }
     let blocks = parts.len();
     for_each_index(blocks, pieces(traffic), &|b| {
-        let part = &parts[b];
-        let part_plan = self::plan(src.shape, &part.at_src, &src.strides, order);
+        let part_plan = self::plan(src.shape, &at_src(&parts[b]), &src.strides, order);
         let (r0, r1) = (rows * b / blocks, rows * (b + 1) / blocks);
         fold_range(
-            part.ptr,
-            size,
-            from.get(),
+            first(&parts[b]),
+            first(src),
             &part_plan,
             r0 * row_len..r1 * row_len,
         )
     });
-    // Each part folded into the target in block order, over the target's own shape.
+    // Each part folded into the accumulator in block order, over the accumulator's own shape.
     for part in parts {
-        let plan = self::plan(target.shape, target.own, &part.own, FoldOrder::Index);
-        fold_range(target.ptr, size, part.ptr, &plan, 0..plan.len);
+        let plan = self::plan(acc.shape, &acc.strides, &part.strides, FoldOrder::Index);
+        fold_range(first(acc), first(part), &plan, 0..plan.len);
     }
 }
 
@@ -242,11 +278,6 @@ unsafe fn run(target: &Target<'_>, src: &Operand<'_>, order: FoldOrder, parts: &
 struct SendPtr(*mut u8);
 // SAFETY: the threads that share it write distinct elements through it (see `run`).
 unsafe impl Sync for SendPtr {}
-impl SendPtr {
-    fn get(self) -> *mut u8 {
-        self.0
-    }
-}
 
 /// The strides at `src_shape` of an accumulator of `shape` and `strides` whose dim `acc_dim[d]`
 /// receives src dim `d`: 0 where src dims fold away or broadcast (size 1 in the accumulator).

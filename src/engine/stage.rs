@@ -28,12 +28,11 @@ fn staged<const N: usize>(block: &Block<N>, operands: [&Operand<'_>; N]) -> [boo
 /// # Safety
 /// Every element the block addresses from `ptrs` is an element of its operand, the written
 /// ones distinct and touched by this thread only.
-#[inline(always)]
 pub(super) unsafe fn run_block<const N: usize>(
     ptrs: [*mut u8; N],
     block: Block<N>,
     operands: [&Operand<'_>; N],
-    kernel: &impl BlockKernel<N>,
+    kernel: &dyn BlockKernel<N>,
     write: Write<'_>,
 ) {
     let staged = &staged(&block, operands);
@@ -168,7 +167,7 @@ unsafe fn run_staged<const N: usize>(
     operands: [&Operand<'_>; N],
     &Staging { ref staged, slab }: &Staging<N>,
     parts: [*mut Line; N],
-    kernel: &impl BlockKernel<N>,
+    kernel: &dyn BlockKernel<N>,
     write: Write<'_>,
 ) {
     for first in (0..block.rows).step_by(slab) {

@@ -91,9 +91,9 @@ impl<'l> Write<'l> {
     /// # Safety
     /// As [`BlockKernel::block`]; `operands[k].size` is the size of operand `k`'s elements.
     #[inline(always)]
-    pub unsafe fn call<K: BlockKernel<N>, const N: usize>(
+    pub unsafe fn call<const N: usize>(
         self,
-        kernel: &K,
+        kernel: &dyn BlockKernel<N>,
         ptrs: [*mut u8; N],
         block: Block<N>,
         operands: [&Operand<'_>; N],
@@ -121,8 +121,8 @@ struct Line([u8; 64]);
 /// As [`BlockKernel::block`]; the kernel's slots are plain ([`SlotInfo::plain`]) and their
 /// size divides 64; `operands[k].size` is the size of operand `k`'s elements.
 #[inline(never)]
-unsafe fn streamed<K: BlockKernel<N>, const N: usize>(
-    kernel: &K,
+unsafe fn streamed<const N: usize>(
+    kernel: &dyn BlockKernel<N>,
     ptrs: [*mut u8; N],
     block: Block<N>,
     operands: [&Operand<'_>; N],

@@ -6,10 +6,11 @@
 
 use super::{Binary, Direction, Node, Op, Tensor, Value};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
+use crate::engine::reduce::{self, table_fold, FoldFn, TableFold};
 use crate::engine::table::{self, Elementwise, Run};
 use crate::engine::Operand;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, iota};
+use crate::shape::{binary_plan, in_dim_check, iota};
 
 /// The element functions, as types: one kernel each per element type.
 mod elem {
@@ -64,6 +65,26 @@ mod elem {
         Le: PartialOrd, <=;
     }
 
+    /// Sums fold with `add` from zero, and `bool`'s (as bytes) with `or` from false.
+    impl<T: XlaElement> TableFold<T> for Add {
+        fn identity() -> T {
+            T::xla_zero()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_add(x)
+        }
+    }
+    impl<T: XlaBitwise> TableFold<T> for Or {
+        fn identity() -> T {
+            T::xla_zero()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_or(x)
+        }
+    }
+
     /// `clamp(x, lo, hi)` (the operand first, as [`XlaOrd::xla_clamp`] takes it).
     pub struct Clamp;
     impl<T: XlaOrd> Elementwise<T, 3> for Clamp {
@@ -85,6 +106,8 @@ pub(crate) trait Kernels: Sized {
     fn compare(dir: Direction) -> Option<Run<3>>;
     /// `clamp`'s kernel (operand, min, max).
     fn clamp() -> Option<Run<4>>;
+    /// The fold of a sum (`bool`: `or`).
+    fn sum() -> FoldFn;
 }
 
 /// `match` from each listed op to its kernel for `$t`, `None` for the others.
@@ -115,6 +138,9 @@ macro_rules! ints {
             fn clamp() -> Option<Run<4>> {
                 Some(table::run3::<$t, elem::Clamp>)
             }
+            fn sum() -> FoldFn {
+                table_fold::<$u, elem::Add>
+            }
         }
     )*};
 }
@@ -131,6 +157,9 @@ macro_rules! floats {
             }
             fn clamp() -> Option<Run<4>> {
                 Some(table::run3::<$t, elem::Clamp>)
+            }
+            fn sum() -> FoldFn {
+                table_fold::<$t, elem::Add>
             }
         }
     )*};
@@ -158,6 +187,9 @@ impl Kernels for bool {
     fn clamp() -> Option<Run<4>> {
         <u8 as Kernels>::clamp()
     }
+    fn sum() -> FoldFn {
+        table_fold::<u8, elem::Or>
+    }
 }
 
 #[cfg(feature = "complex")]
@@ -172,6 +204,9 @@ macro_rules! complex {
             }
             fn clamp() -> Option<Run<4>> {
                 None
+            }
+            fn sum() -> FoldFn {
+                table_fold::<num_complex::Complex<$t>, elem::Add>
             }
         }
     )*};
@@ -230,7 +265,7 @@ pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Re
             };
             let run = get(lhs).compare_kernel(dir).ok_or_else(|| mismatch(name))?;
             // SAFETY: the comparison of the operands' type, into `bool`s.
-            unsafe { table::collect::<bool, 3>(name, shape, run, &inputs).map(Tensor::Pred) }
+            unsafe { table::collect::<bool>(name, shape, run.into(), &inputs).map(Tensor::Pred) }
         }
         Op::Select {
             pred,
@@ -265,8 +300,36 @@ pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Re
             // SAFETY: `clamp` of the three's one type, into an output of it.
             unsafe { v.collect_like("clamp", shape, run, &[&inputs[0], &inputs[1], &inputs[2]]) }
         }
-        Op::ReduceInDim { x, dims } => get(x).reduce_in_dim(shape, dims),
+        Op::ReduceInDim { x, dims } => sum(get(x), shape, dims),
     }
+}
+
+/// The sum of `x` back to `shape` (the operand's of `reduce_in_dim`, whose dim `i` is `x`'s dim
+/// `dims[i]`).
+fn sum(x: &Tensor, shape: &[usize], dims: &[usize]) -> Result<Tensor> {
+    let op = "reduce_in_dim";
+    in_dim_check(op, shape, x.shape(), dims)?;
+    let zero = x.zero();
+    let fill = || -> Result<Tensor> {
+        let scalar = zero.placed(op, shape, &[])?;
+        let run = table::copy(x.element_size()).ok_or_else(|| mismatch(op))?;
+        // SAFETY: a copy of the identity, of `x`'s type, into an output of that type.
+        unsafe { zero.collect_like(op, shape, run, &[&scalar]) }
+    };
+    let mut acc_dim = vec![None; x.shape().len()];
+    for (i, &d) in dims.iter().enumerate() {
+        acc_dim[d] = Some(i);
+    }
+    let src = x.placed(op, x.shape(), &iota(x.shape().len()))?;
+    let mut acc = fill()?;
+    let count = reduce::partials(&acc.output(), &acc_dim, &src);
+    let mut partials = (0..count).map(|_| fill()).collect::<Result<Vec<_>>>()?;
+    let parts: Vec<Operand<'_>> = partials.iter_mut().map(Tensor::output).collect();
+    // SAFETY: the sum's fold of `x`'s type, into a fresh accumulator and partials of that type,
+    // filled with its identity, each this call's own.
+    unsafe { reduce::reduce_table(&acc.output(), &acc_dim, &src, x.sum_fold(), &parts) };
+    drop(parts);
+    Ok(acc)
 }
 
 /// A binary op's operands of one type, placed at its output `shape` by XLA's rule.

@@ -39,10 +39,10 @@ use std::fmt::Write as _;
 use ndarray::ArrayD;
 
 use crate::element::XlaElement;
-use crate::engine::table::{self, Run};
+use crate::engine::reduce::FoldFn;
+use crate::engine::table::{self, Kernel, Run};
 use crate::engine::{Operand, Src};
 use crate::error::{BroadcastError, Result};
-use crate::reduce::ReduceInDim;
 use crate::shape::{binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_check, select_shape};
 
 mod eval;
@@ -161,27 +161,42 @@ macro_rules! tensor_types {
                 }
             }
 
-            /// `run` over `inputs` (seen at `shape`) into a fresh tensor of this one's type.
+            /// `kernel` over `inputs` (seen at `shape`) into a fresh tensor of this one's type.
             ///
             /// # Safety
             /// As [`table::collect`], for an output of this tensor's element type.
-            unsafe fn collect_like<const N: usize>(
+            unsafe fn collect_like(
                 &self,
                 op: &'static str,
                 shape: &[usize],
-                run: Run<N>,
+                kernel: impl Into<Kernel>,
                 inputs: &[&Operand<'_>],
             ) -> Result<Tensor> {
+                let kernel = kernel.into();
                 match self {
                     // SAFETY: as the caller promised; every element type of a tensor is `Copy`.
-                    $($(#[$cfg])* Tensor::$variant(_) => unsafe { table::collect::<$t, N>(op, shape, run, inputs) }.map(Tensor::$variant),)*
+                    $($(#[$cfg])* Tensor::$variant(_) => unsafe { table::collect::<$t>(op, shape, kernel, inputs) }.map(Tensor::$variant),)*
                 }
             }
 
-            /// The sum of this array back to `operand_shape` ([`ReduceInDim::reduce_in_dim`]).
-            fn reduce_in_dim(&self, operand_shape: &[usize], dims: &[usize]) -> Result<Tensor> {
+            /// Its sum's fold ([`Kernels::sum`]).
+            fn sum_fold(&self) -> FoldFn {
                 match self {
-                    $($(#[$cfg])* Tensor::$variant(a) => a.reduce_in_dim(operand_shape, dims).map(Tensor::$variant),)*
+                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::sum(),)*
+                }
+            }
+
+            /// The identity of its sum, as a rank-0 tensor of its type.
+            fn zero(&self) -> Tensor {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(_) => Tensor::$variant(ArrayD::from_elem(ndarray::IxDyn(&[]), <$t as XlaElement>::xla_zero())),)*
+                }
+            }
+
+            /// The array inside, as an operand to write at its own shape.
+            fn output(&mut self) -> Operand<'_> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => Operand::output(a),)*
                 }
             }
         }
