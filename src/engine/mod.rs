@@ -13,7 +13,12 @@
 //!                  runs each run of the inner loop: slices for unit strides, a scalar for stride 0
 //! ```
 //!
-//! Reductions ([`reduce`]) use the same planner and kernels' fold.
+//! The front doors (`collect`, `into`, `assign`) are generic over the element types and the
+//! element function; everything after them takes the kernel as a trait object
+//! ([`BlockKernel`]) and is compiled once, in this crate ([`Walk`]): an op costs its dependents
+//! the kernel's loops, not a copy of the engine. Kernels chosen at run time per op and element
+//! type ([`table`], what programs run on) take the same walk. Reductions ([`reduce()`]) use the
+//! same planner and the kernels' fold.
 
 mod alloc;
 mod fresh;

@@ -3,7 +3,7 @@
 //!
 //! The generic part is small: the accumulator's and partials' allocation, and one fold loop
 //! per element type and function ([`kernel::fold_block`]); the driver that plans, splits and
-//! combines ([`fold`]) is compiled once.
+//! combines (`run`) is compiled once.
 
 use std::ops::Range;
 

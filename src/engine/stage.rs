@@ -28,6 +28,7 @@ fn staged<const N: usize>(block: &Block<N>, operands: [&Operand<'_>; N]) -> [boo
 /// # Safety
 /// Every element the block addresses from `ptrs` is an element of its operand, the written
 /// ones distinct and touched by this thread only.
+#[inline(always)]
 pub(super) unsafe fn run_block<const N: usize>(
     ptrs: [*mut u8; N],
     block: Block<N>,
