@@ -274,6 +274,18 @@ pub enum BroadcastError {
         what: String,
     },
 
+    /// The axes of a reduction are not distinct dims of its operand.
+    ReduceAxes {
+        /// The operation.
+        op: &'static str,
+        /// The operand's shape.
+        shape: Box<[usize]>,
+        /// The axes given.
+        axes: Box<[usize]>,
+        /// What is wrong with them.
+        reason: String,
+    },
+
     /// XLA shape text that does not parse.
     ParseShape {
         /// The text.
@@ -459,6 +471,12 @@ impl std::fmt::Display for BroadcastError {
                 out,
                 "{op}: {what} is out of range for dims {}", sh(dims)
             ),
+            BroadcastError::ReduceAxes { op, shape, axes, reason } => write!(
+                out,
+                "{op}: axes {} of an operand of shape {}: {reason}; give each axis once, below \
+                the rank",
+                sh(axes), sh(shape)
+            ),
             BroadcastError::ParseShape { text, reason } => write!(
                 out,
                 "cannot parse XLA shape {text:?}: {reason}"
@@ -497,7 +515,8 @@ impl BroadcastError {
             | Self::Allocation { op, .. }
             | Self::Layout { op, .. }
             | Self::BufferTooShort { op, .. }
-            | Self::IndexOutOfRange { op, .. } => op,
+            | Self::IndexOutOfRange { op, .. }
+            | Self::ReduceAxes { op, .. } => op,
             Self::ParseShape { .. } => "parse_shape",
         }
     }

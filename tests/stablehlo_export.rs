@@ -303,6 +303,17 @@ fn case(name: String, p: &Program, inputs: Vec<Tensor>, corpus: &mut Vec<Json>) 
 
 type Recorder = fn(&mut Program, Value, Value, &[usize]) -> Result<Value, BroadcastError>;
 
+type Reducer = fn(&mut Program, Value, &[usize]) -> Result<Value, BroadcastError>;
+
+const REDUCE: [(&str, Reducer); 6] = [
+    ("reduce_sum", Program::reduce_sum),
+    ("reduce_prod", Program::reduce_prod),
+    ("reduce_max", Program::reduce_max),
+    ("reduce_min", Program::reduce_min),
+    ("reduce_and", Program::reduce_and),
+    ("reduce_or", Program::reduce_or),
+];
+
 const BINARY: [(&str, Recorder); 15] = [
     ("add", Program::add),
     ("sub", Program::sub),
@@ -382,6 +393,36 @@ where
         random::<T>(rng, &[]),
     ];
     case(format!("select_clamp_reduce/{ty}"), &p, inputs, corpus);
+}
+
+/// The reductions over axes of every type, on `[3, 2]` inputs.
+fn reductions_of<T: Sample>(rng: &mut Rng, corpus: &mut Vec<Json>)
+where
+    Tensor: From<ArrayD<T>>,
+{
+    let ty = T::TYPE.name;
+    // Reductions over dims of 2 and 3 (XLA drops the init of a reduction over a size-1 or
+    // empty dim, which changes the sign of a zero sum: README), the products over 2 elements
+    // only, whose rounding then does not depend on the order.
+    for (name, record) in REDUCE {
+        for axes in [&[1][..], &[0], &[0, 1]] {
+            if name == "reduce_prod" && axes != [1] {
+                continue;
+            }
+            let mut p = Program::new(name);
+            let x = p.parameter::<T>(&[3, 2]);
+            let Ok(y) = record(&mut p, x, axes) else {
+                continue; // not defined for this type (checked in tests/stablehlo_reduce.rs)
+            };
+            p.output(y).unwrap();
+            case(
+                format!("{name}{axes:?}/{ty}"),
+                &p,
+                vec![random::<T>(rng, &[3, 2])],
+                corpus,
+            );
+        }
+    }
 }
 
 /// Random chains of ops with random broadcasting: degenerate dims, rank-0 and lower-rank
@@ -554,6 +595,29 @@ fn export_corpus() {
     random_programs::<i32>(&mut rng, 120, &mut corpus);
     random_programs::<f64>(&mut rng, 40, &mut corpus);
     random_programs::<u8>(&mut rng, 40, &mut corpus);
+    // A stream of their own, so that the cases above keep their inputs.
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    reductions_of::<bool>(&mut rng, &mut corpus);
+    reductions_of::<i8>(&mut rng, &mut corpus);
+    reductions_of::<i16>(&mut rng, &mut corpus);
+    reductions_of::<i32>(&mut rng, &mut corpus);
+    reductions_of::<i64>(&mut rng, &mut corpus);
+    reductions_of::<u8>(&mut rng, &mut corpus);
+    reductions_of::<u16>(&mut rng, &mut corpus);
+    reductions_of::<u32>(&mut rng, &mut corpus);
+    reductions_of::<u64>(&mut rng, &mut corpus);
+    reductions_of::<f32>(&mut rng, &mut corpus);
+    reductions_of::<f64>(&mut rng, &mut corpus);
+    #[cfg(feature = "half")]
+    {
+        reductions_of::<half::f16>(&mut rng, &mut corpus);
+        reductions_of::<half::bf16>(&mut rng, &mut corpus);
+    }
+    #[cfg(feature = "complex")]
+    {
+        reductions_of::<num_complex::Complex<f32>>(&mut rng, &mut corpus);
+        reductions_of::<num_complex::Complex<f64>>(&mut rng, &mut corpus);
+    }
     // Every op of every type: 15 binary + 6 compare for integers (no atan2), and so on.
     assert!(per_type >= 11 * 7, "{per_type}");
     assert!(corpus.len() > 500, "{}", corpus.len());

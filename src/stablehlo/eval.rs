@@ -4,7 +4,7 @@
 //! functions are the crate's own ([`crate::element`]), so results are those of the array ops,
 //! bit for bit.
 
-use super::{Binary, Direction, Node, Op, Tensor, Value};
+use super::{Binary, Direction, Node, Op, Reduction, Tensor, Value};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::reduce::{self, table_fold, FoldFn, TableFold};
 use crate::engine::table::{self, Elementwise, Run};
@@ -65,7 +65,7 @@ mod elem {
         Le: PartialOrd, <=;
     }
 
-    /// Sums fold with `add` from zero, and `bool`'s (as bytes) with `or` from false.
+    /// The reductions' folds: each op's function from its identity.
     impl<T: XlaElement> TableFold<T> for Add {
         fn identity() -> T {
             T::xla_zero()
@@ -73,6 +73,42 @@ mod elem {
         #[inline(always)]
         fn f(acc: T, x: T) -> T {
             acc.xla_add(x)
+        }
+    }
+    impl<T: XlaElement> TableFold<T> for Mul {
+        fn identity() -> T {
+            T::xla_one()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_mul(x)
+        }
+    }
+    impl<T: XlaOrd> TableFold<T> for Max {
+        fn identity() -> T {
+            T::xla_lowest()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_max(x)
+        }
+    }
+    impl<T: XlaOrd> TableFold<T> for Min {
+        fn identity() -> T {
+            T::xla_highest()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_min(x)
+        }
+    }
+    impl<T: XlaBitwise> TableFold<T> for And {
+        fn identity() -> T {
+            T::xla_zero().xla_not()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_and(x)
         }
     }
     impl<T: XlaBitwise> TableFold<T> for Or {
@@ -106,8 +142,11 @@ pub(crate) trait Kernels: Sized {
     fn compare(dir: Direction) -> Option<Run<3>>;
     /// `clamp`'s kernel (operand, min, max).
     fn clamp() -> Option<Run<4>>;
-    /// The fold of a sum (`bool`: `or`).
-    fn sum() -> FoldFn;
+    /// The fold of reduction `r` (`bool` as bytes: `or` for the sum and max, `and` for the
+    /// product and min), `None` where the type lacks it.
+    fn fold(r: Reduction) -> Option<FoldFn>;
+    /// The identity of reduction `r` (of a kind the type has).
+    fn identity(r: Reduction) -> Self;
 }
 
 /// `match` from each listed op to its kernel for `$t`, `None` for the others.
@@ -138,8 +177,24 @@ macro_rules! ints {
             fn clamp() -> Option<Run<4>> {
                 Some(table::run3::<$t, elem::Clamp>)
             }
-            fn sum() -> FoldFn {
-                table_fold::<$u, elem::Add>
+            fn fold(r: Reduction) -> Option<FoldFn> {
+                Some(match r {
+                    Reduction::Sum => table_fold::<$u, elem::Add>,
+                    Reduction::Prod => table_fold::<$u, elem::Mul>,
+                    Reduction::Max => table_fold::<$t, elem::Max>,
+                    Reduction::Min => table_fold::<$t, elem::Min>,
+                    Reduction::And => table_fold::<$u, elem::And>,
+                    Reduction::Or => table_fold::<$u, elem::Or>,
+                })
+            }
+            fn identity(r: Reduction) -> Self {
+                match r {
+                    Reduction::Sum | Reduction::Or => 0,
+                    Reduction::Prod => 1,
+                    Reduction::Max => <$t>::MIN,
+                    Reduction::Min => <$t>::MAX,
+                    Reduction::And => !0,
+                }
             }
         }
     )*};
@@ -158,8 +213,22 @@ macro_rules! floats {
             fn clamp() -> Option<Run<4>> {
                 Some(table::run3::<$t, elem::Clamp>)
             }
-            fn sum() -> FoldFn {
-                table_fold::<$t, elem::Add>
+            fn fold(r: Reduction) -> Option<FoldFn> {
+                match r {
+                    Reduction::Sum => Some(table_fold::<$t, elem::Add>),
+                    Reduction::Prod => Some(table_fold::<$t, elem::Mul>),
+                    Reduction::Max => Some(table_fold::<$t, elem::Max>),
+                    Reduction::Min => Some(table_fold::<$t, elem::Min>),
+                    Reduction::And | Reduction::Or => None,
+                }
+            }
+            fn identity(r: Reduction) -> Self {
+                match r {
+                    Reduction::Prod => <$t as XlaElement>::xla_one(),
+                    Reduction::Max => <$t as XlaOrd>::xla_lowest(),
+                    Reduction::Min => <$t as XlaOrd>::xla_highest(),
+                    _ => <$t as XlaElement>::xla_zero(),
+                }
             }
         }
     )*};
@@ -187,8 +256,14 @@ impl Kernels for bool {
     fn clamp() -> Option<Run<4>> {
         <u8 as Kernels>::clamp()
     }
-    fn sum() -> FoldFn {
-        table_fold::<u8, elem::Or>
+    fn fold(r: Reduction) -> Option<FoldFn> {
+        Some(match r {
+            Reduction::Sum | Reduction::Max | Reduction::Or => table_fold::<u8, elem::Or>,
+            Reduction::Prod | Reduction::Min | Reduction::And => table_fold::<u8, elem::And>,
+        })
+    }
+    fn identity(r: Reduction) -> Self {
+        matches!(r, Reduction::Prod | Reduction::Min | Reduction::And)
     }
 }
 
@@ -205,8 +280,18 @@ macro_rules! complex {
             fn clamp() -> Option<Run<4>> {
                 None
             }
-            fn sum() -> FoldFn {
-                table_fold::<num_complex::Complex<$t>, elem::Add>
+            fn fold(r: Reduction) -> Option<FoldFn> {
+                match r {
+                    Reduction::Sum => Some(table_fold::<num_complex::Complex<$t>, elem::Add>),
+                    Reduction::Prod => Some(table_fold::<num_complex::Complex<$t>, elem::Mul>),
+                    _ => None,
+                }
+            }
+            fn identity(r: Reduction) -> Self {
+                match r {
+                    Reduction::Prod => <Self as XlaElement>::xla_one(),
+                    _ => <Self as XlaElement>::xla_zero(),
+                }
             }
         }
     )*};
@@ -300,34 +385,51 @@ pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Re
             // SAFETY: `clamp` of the three's one type, into an output of it.
             unsafe { v.collect_like("clamp", shape, run, &[&inputs[0], &inputs[1], &inputs[2]]) }
         }
-        Op::ReduceInDim { x, dims } => sum(get(x), shape, dims),
+        Op::ReduceInDim { x, dims } => {
+            let x = get(x);
+            in_dim_check("reduce_in_dim", shape, x.shape(), dims)?;
+            let mut acc_dim = vec![None; x.shape().len()];
+            for (i, &d) in dims.iter().enumerate() {
+                acc_dim[d] = Some(i);
+            }
+            fold(Reduction::Sum, "reduce_in_dim", x, shape, &acc_dim)
+        }
+        Op::Reduce { op, x, axes } => {
+            let x = get(x);
+            let mut kept = 0..;
+            let acc_dim: Vec<Option<usize>> = (0..x.shape().len())
+                .map(|d| (!axes.contains(&d)).then(|| kept.next().unwrap_or(0)))
+                .collect();
+            fold(*op, op.names().0, x, shape, &acc_dim)
+        }
     }
 }
 
-/// The sum of `x` back to `shape` (the operand's of `reduce_in_dim`, whose dim `i` is `x`'s dim
-/// `dims[i]`).
-fn sum(x: &Tensor, shape: &[usize], dims: &[usize]) -> Result<Tensor> {
-    let op = "reduce_in_dim";
-    in_dim_check(op, shape, x.shape(), dims)?;
-    let zero = x.zero();
+/// Reduction `r` of `x` into a fresh result of `shape`, `x`'s dim `d` landing on the result's
+/// dim `acc_dim[d]` (`None`: folded away; a size-1 result dim folds too).
+fn fold(
+    r: Reduction,
+    op: &'static str,
+    x: &Tensor,
+    shape: &[usize],
+    acc_dim: &[Option<usize>],
+) -> Result<Tensor> {
+    let run = x.fold_kernel(r).ok_or_else(|| mismatch(op))?;
+    let identity = Tensor::identity(x.element_type(), r).ok_or_else(|| mismatch(op))?;
     let fill = || -> Result<Tensor> {
-        let scalar = zero.placed(op, shape, &[])?;
-        let run = table::copy(x.element_size()).ok_or_else(|| mismatch(op))?;
+        let scalar = identity.placed(op, shape, &[])?;
+        let copy = table::copy(x.element_size()).ok_or_else(|| mismatch(op))?;
         // SAFETY: a copy of the identity, of `x`'s type, into an output of that type.
-        unsafe { zero.collect_like(op, shape, run, &[&scalar]) }
+        unsafe { identity.collect_like(op, shape, copy, &[&scalar]) }
     };
-    let mut acc_dim = vec![None; x.shape().len()];
-    for (i, &d) in dims.iter().enumerate() {
-        acc_dim[d] = Some(i);
-    }
     let src = x.placed(op, x.shape(), &iota(x.shape().len()))?;
     let mut acc = fill()?;
-    let count = reduce::partials(&acc.output(), &acc_dim, &src);
+    let count = reduce::partials(&acc.output(), acc_dim, &src);
     let mut partials = (0..count).map(|_| fill()).collect::<Result<Vec<_>>>()?;
     let parts: Vec<Operand<'_>> = partials.iter_mut().map(Tensor::output).collect();
-    // SAFETY: the sum's fold of `x`'s type, into a fresh accumulator and partials of that type,
-    // filled with its identity, each this call's own.
-    unsafe { reduce::reduce_table(&acc.output(), &acc_dim, &src, x.sum_fold(), &parts) };
+    // SAFETY: the reduction's fold of `x`'s type, into a fresh accumulator and partials of that
+    // type, filled with its identity, each this call's own.
+    unsafe { reduce::reduce_table(&acc.output(), acc_dim, &src, run, &parts) };
     drop(parts);
     Ok(acc)
 }

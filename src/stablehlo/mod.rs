@@ -26,8 +26,9 @@
 //! ```
 //!
 //! What the export covers: every op of the crate's strict family (`add` .. `atan2`), the
-//! comparisons, `select`, `clamp`, `broadcast_in_dim` and the sum [`Program::reduce_in_dim`], on
-//! every element type the crate has. Not covered: the NumPy and Paddle wrappers (record their
+//! comparisons, `select`, `clamp`, `broadcast_in_dim`, the sum [`Program::reduce_in_dim`] and
+//! the reductions over axes ([`Program::reduce_sum`] .. [`Program::reduce_or`]), on every
+//! element type the crate has (StableHLO's types for each). Not covered: the NumPy and Paddle wrappers (record their
 //! `broadcast_dimensions` with the strict ops instead), closures (`zip_bcast`,
 //! `reduce_in_dim_with`), layouts, and `_into` / in-place forms (a program's values are fresh).
 //!
@@ -179,18 +180,23 @@ macro_rules! tensor_types {
                 }
             }
 
-            /// Its sum's fold ([`Kernels::sum`]).
-            fn sum_fold(&self) -> FoldFn {
+            /// The fold of reduction `r` for its element type ([`Kernels::fold`]).
+            fn fold_kernel(&self, r: Reduction) -> Option<FoldFn> {
                 match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::sum(),)*
+                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::fold(r),)*
                 }
             }
 
-            /// The identity of its sum, as a rank-0 tensor of its type.
-            fn zero(&self) -> Tensor {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => Tensor::$variant(ArrayD::from_elem(ndarray::IxDyn(&[]), <$t as XlaElement>::xla_zero())),)*
-                }
+            /// The identity of reduction `r` for elements of type `ty`, as a rank-0 tensor.
+            fn identity(ty: ElementType, r: Reduction) -> Option<Tensor> {
+                $(
+                    $(#[$cfg])*
+                    if ty == <$t as StableHloElement>::TYPE {
+                        let one = ArrayD::from_elem(ndarray::IxDyn(&[]), <$t as Kernels>::identity(r));
+                        return Some(Tensor::$variant(one));
+                    }
+                )*
+                None
             }
 
             /// The array inside, as an operand to write at its own shape.
@@ -352,6 +358,78 @@ impl Binary {
     }
 }
 
+/// Generates, from one row per reduction, its enum, its StableHLO region (and `bool`'s, whose
+/// `add` is `or`) and the [`Program`] method that records it.
+macro_rules! reductions {
+    ($($name:ident => $v:ident, $hlo:literal, $pred:literal, $what:literal, $fold:literal;)*) => {
+        /// The reductions over axes, by JAX `lax`'s names.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Reduction {
+            $($v,)*
+        }
+
+        impl Reduction {
+            /// The crate's name, the StableHLO op of its region, and that op for `bool`.
+            fn names(self) -> (&'static str, &'static str, &'static str) {
+                match self {
+                    $(Reduction::$v => (stringify!($name), $hlo, $pred),)*
+                }
+            }
+        }
+
+        impl Program {
+            $(
+                #[doc = concat!("Records `", stringify!($name), "`: ", $what, " of `x` over `axes`, which the result drops (as JAX's `lax.", stringify!($name), "`), exported as one `stablehlo.reduce` whose region is `stablehlo.", $hlo, "`, started at its identity.")]
+                ///
+                /// ```
+                /// use ndarray::array;
+                /// use xla_bcast::stablehlo::{Program, Tensor};
+                ///
+                /// let mut p = Program::new("r");
+                /// let x = p.parameter::<i32>(&[2, 3]);
+                #[doc = concat!("let r = p.", stringify!($name), "(x, &[1]).unwrap();")]
+                /// assert_eq!(p.shape(r).unwrap(), &[2]);
+                /// p.output(r).unwrap();
+                /// let out = p.run(&[array![[1, 2, 3], [4, 5, 6]].into_dyn().into()]).unwrap();
+                #[doc = concat!("let want = [array![1, 2, 3], array![4, 5, 6]].map(|row| row.iter().copied().reduce(", $fold, ").unwrap());")]
+                /// assert_eq!(out[0], Tensor::from(ndarray::arr1(&want).into_dyn()));
+                #[doc = concat!("assert!(p.", stringify!($name), "(x, &[2]).is_err()); // no axis 2")]
+                /// ```
+                ///
+                /// # Errors
+                /// [`BroadcastError::ReduceAxes`] for an axis out of range or given twice;
+                /// [`BroadcastError::ElementType`] for an element type StableHLO does not define
+                /// it on.
+                pub fn $name(&mut self, x: Value, axes: &[usize]) -> Result<Value> {
+                    self.reduce(Reduction::$v, x, axes)
+                }
+            )*
+        }
+    };
+}
+
+reductions! {
+    reduce_sum => Sum, "add", "or", "the sum (`bool`: any)", "|a, b| a + b";
+    reduce_prod => Prod, "multiply", "and", "the product (`bool`: all)", "|a, b| a * b";
+    reduce_max => Max, "maximum", "or", "the maximum (NaN propagates)", "i32::max";
+    reduce_min => Min, "minimum", "and", "the minimum (NaN propagates)", "i32::min";
+    reduce_and => And, "and", "and", "the bitwise and (`bool`: all)", "|a, b| a & b";
+    reduce_or => Or, "or", "or", "the bitwise or (`bool`: any)", "|a, b| a | b";
+}
+
+impl Reduction {
+    /// Whether elements of `kind` have this reduction (StableHLO's types for its region).
+    fn defined_for(self, kind: Kind) -> bool {
+        match self {
+            Reduction::Sum | Reduction::Prod => true,
+            Reduction::Max | Reduction::Min => kind != Kind::Complex,
+            Reduction::And | Reduction::Or => {
+                matches!(kind, Kind::Pred | Kind::Signed | Kind::Unsigned)
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Parameter,
@@ -385,6 +463,11 @@ enum Op {
     ReduceInDim {
         x: Value,
         dims: Vec<usize>,
+    },
+    Reduce {
+        op: Reduction,
+        x: Value,
+        axes: Vec<usize>,
     },
 }
 
@@ -727,6 +810,42 @@ impl Program {
         Ok(self.push(Op::ReduceInDim { x, dims }, operand_shape.to_vec(), ty))
     }
 
+    /// The checks of a reduction over `axes`, in order: `x` is this program's, of an element
+    /// type that has the reduction, and `axes` are distinct dims of it.
+    fn reduce(&mut self, op: Reduction, x: Value, axes: &[usize]) -> Result<Value> {
+        let name = op.names().0;
+        self.own(name, &[x])?;
+        let node = self.node(x);
+        if !op.defined_for(node.ty.kind) {
+            return Err(type_error(
+                name,
+                &[node.ty],
+                "StableHLO does not define the reduction for this type",
+            ));
+        }
+        let rank = node.shape.len();
+        let refuse = |reason: String| BroadcastError::ReduceAxes {
+            op: name,
+            shape: node.shape.clone().into(),
+            axes: axes.into(),
+            reason,
+        };
+        for (i, &a) in axes.iter().enumerate() {
+            if a >= rank {
+                return Err(refuse(format!("axis {a} is out of range for rank {rank}")));
+            }
+            if axes[..i].contains(&a) {
+                return Err(refuse(format!("axis {a} is given twice")));
+            }
+        }
+        let shape = (0..rank)
+            .filter(|d| !axes.contains(d))
+            .map(|d| node.shape[d])
+            .collect();
+        let (ty, axes) = (node.ty, axes.to_vec());
+        Ok(self.push(Op::Reduce { op, x, axes }, shape, ty))
+    }
+
     /// Runs the program here, on the crate's own ops, with one input per parameter (in the
     /// order they were made); the results come in the order of [`Program::output`].
     ///
@@ -889,6 +1008,33 @@ impl Program {
                 }
                 Op::ReduceInDim { x, dims } => {
                     self.emit_reduce(&mut body, &mut fresh, node, *x, dims, &names)
+                }
+                Op::Reduce { op, x, axes } => {
+                    let src = self.node(*x);
+                    // The identity of the reduction for this type, as a literal of it.
+                    let literal =
+                        Tensor::identity(src.ty, *op).map_or(String::new(), |t| t.visit_literal());
+                    let scalar = tensor_type(&[], node.ty);
+                    let init = fresh(
+                        &mut body,
+                        format!("stablehlo.constant dense<{literal}> : {scalar}"),
+                    );
+                    let (_, region, pred) = op.names();
+                    let region = if node.ty.kind == Kind::Pred {
+                        pred
+                    } else {
+                        region
+                    };
+                    let mut dims = axes.clone();
+                    dims.sort_unstable();
+                    fresh(
+                        &mut body,
+                        format!(
+                            "stablehlo.reduce({} init: {init}) applies stablehlo.{region} across dimensions = {dims:?} : ({}, {scalar}) -> {out_ty}",
+                            names[x.index],
+                            tensor_type(&src.shape, src.ty)
+                        ),
+                    )
                 }
             };
             names[i] = name;
