@@ -554,7 +554,7 @@ fn f32_to_f16(f: f32) -> half::f16 {
 
 /// `f16` and `bf16` in and out of `f32` for the ops below.
 #[cfg(feature = "half")]
-trait ViaF32: Copy {
+pub(crate) trait ViaF32: Copy {
     fn widen(self) -> f32;
     fn narrow(v: f32) -> Self;
 }

@@ -314,6 +314,23 @@ const REDUCE: [(&str, Reducer); 6] = [
     ("reduce_or", Program::reduce_or),
 ];
 
+type Unarier = fn(&mut Program, Value) -> Result<Value, BroadcastError>;
+
+const UNARY: [(&str, Unarier); 12] = [
+    ("abs", Program::abs),
+    ("neg", Program::neg),
+    ("sign", Program::sign),
+    ("not", Program::not),
+    ("floor", Program::floor),
+    ("ceil", Program::ceil),
+    ("round_nearest_even", Program::round_nearest_even),
+    ("round_nearest_afz", Program::round_nearest_afz),
+    ("is_finite", Program::is_finite),
+    ("popcnt", Program::popcnt),
+    ("clz", Program::clz),
+    ("sqrt", Program::sqrt),
+];
+
 const BINARY: [(&str, Recorder); 15] = [
     ("add", Program::add),
     ("sub", Program::sub),
@@ -393,6 +410,28 @@ where
         random::<T>(rng, &[]),
     ];
     case(format!("select_clamp_reduce/{ty}"), &p, inputs, corpus);
+}
+
+/// The unary ops of every type, on `[3, 4]` inputs.
+fn unaries_of<T: Sample>(rng: &mut Rng, corpus: &mut Vec<Json>)
+where
+    Tensor: From<ArrayD<T>>,
+{
+    let ty = T::TYPE.name;
+    for (name, record) in UNARY {
+        let mut p = Program::new(name);
+        let x = p.parameter::<T>(&[3, 4]);
+        let Ok(y) = record(&mut p, x) else {
+            continue; // not defined for this type (checked in tests/stablehlo_unary.rs)
+        };
+        p.output(y).unwrap();
+        case(
+            format!("{name}/{ty}"),
+            &p,
+            vec![random::<T>(rng, &[3, 4])],
+            corpus,
+        );
+    }
 }
 
 /// The reductions over axes of every type, on `[3, 2]` inputs.
@@ -595,7 +634,29 @@ fn export_corpus() {
     random_programs::<i32>(&mut rng, 120, &mut corpus);
     random_programs::<f64>(&mut rng, 40, &mut corpus);
     random_programs::<u8>(&mut rng, 40, &mut corpus);
-    // A stream of their own, so that the cases above keep their inputs.
+    // Streams of their own, so that the cases above keep their inputs.
+    let mut unary_rng = Rng(0x2545_f491_4f6c_dd1d);
+    unaries_of::<bool>(&mut unary_rng, &mut corpus);
+    unaries_of::<i8>(&mut unary_rng, &mut corpus);
+    unaries_of::<i16>(&mut unary_rng, &mut corpus);
+    unaries_of::<i32>(&mut unary_rng, &mut corpus);
+    unaries_of::<i64>(&mut unary_rng, &mut corpus);
+    unaries_of::<u8>(&mut unary_rng, &mut corpus);
+    unaries_of::<u16>(&mut unary_rng, &mut corpus);
+    unaries_of::<u32>(&mut unary_rng, &mut corpus);
+    unaries_of::<u64>(&mut unary_rng, &mut corpus);
+    unaries_of::<f32>(&mut unary_rng, &mut corpus);
+    unaries_of::<f64>(&mut unary_rng, &mut corpus);
+    #[cfg(feature = "half")]
+    {
+        unaries_of::<half::f16>(&mut unary_rng, &mut corpus);
+        unaries_of::<half::bf16>(&mut unary_rng, &mut corpus);
+    }
+    #[cfg(feature = "complex")]
+    {
+        unaries_of::<num_complex::Complex<f32>>(&mut unary_rng, &mut corpus);
+        unaries_of::<num_complex::Complex<f64>>(&mut unary_rng, &mut corpus);
+    }
     let mut rng = Rng(0x5851_f42d_4c95_7f2d);
     reductions_of::<bool>(&mut rng, &mut corpus);
     reductions_of::<i8>(&mut rng, &mut corpus);

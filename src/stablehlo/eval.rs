@@ -4,7 +4,7 @@
 //! functions are the crate's own ([`crate::element`]), so results are those of the array ops,
 //! bit for bit.
 
-use super::{Binary, Direction, Node, Op, Reduction, Tensor, Value};
+use super::{Binary, Direction, Node, Op, Reduction, Tensor, Unary, Value};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::reduce::{self, table_fold, FoldFn, TableFold};
 use crate::engine::table::{self, Elementwise, Run};
@@ -121,6 +121,78 @@ mod elem {
         }
     }
 
+    /// The unary ops, per element type: `same!` for results of the input's type, each as its
+    /// Rust form.
+    macro_rules! same {
+        ($v:ident: [$($t:ty),*] |$x:ident| $body:expr) => {$(
+            impl Elementwise<$t, 1> for $v {
+                type Out = $t;
+                #[inline(always)]
+                fn f([$x]: [$t; 1]) -> $t {
+                    $body
+                }
+            }
+        )*};
+    }
+    pub struct Abs;
+    pub struct Neg;
+    pub struct Sign;
+    pub struct Not;
+    pub struct Floor;
+    pub struct Ceil;
+    pub struct RoundNearestEven;
+    pub struct RoundNearestAfz;
+    pub struct IsFinite;
+    pub struct Popcnt;
+    pub struct Clz;
+    pub struct Sqrt;
+    same!(Abs: [i8, i16, i32, i64] |x| x.wrapping_abs());
+    same!(Sign: [i8, i16, i32, i64] |x| x.signum());
+    same!(Neg: [u8, u16, u32, u64] |x| x.wrapping_neg());
+    same!(Not: [u8, u16, u32, u64, bool] |x| !x);
+    same!(Popcnt: [u8, u16, u32, u64] |x| x.count_ones() as _);
+    same!(Clz: [u8, u16, u32, u64] |x| x.leading_zeros() as _);
+    same!(Abs: [f32, f64] |x| x.abs());
+    same!(Neg: [f32, f64] |x| -x);
+    same!(Sign: [f32, f64] |x| if x.is_nan() || x == 0.0 { x } else { 1.0f32.copysign(x as f32) as _ });
+    same!(Floor: [f32, f64] |x| x.floor());
+    same!(Ceil: [f32, f64] |x| x.ceil());
+    same!(RoundNearestEven: [f32, f64] |x| x.round_ties_even());
+    same!(RoundNearestAfz: [f32, f64] |x| x.round());
+    same!(Sqrt: [f32, f64] |x| x.sqrt());
+    impl<T: XlaFloat + Into<f64>> Elementwise<T, 1> for IsFinite {
+        type Out = bool;
+        #[inline(always)]
+        fn f([x]: [T; 1]) -> bool {
+            x.into().is_finite()
+        }
+    }
+    #[cfg(feature = "complex")]
+    same!(Neg: [num_complex::Complex<f32>, num_complex::Complex<f64>] |x| -x);
+    /// `f16` and `bf16`: each in `f32`, rounded once (exact for all of these: the results are
+    /// values of the type, or for `sqrt` correctly rounded through `f32`, which has more than
+    /// twice their precision).
+    #[cfg(feature = "half")]
+    macro_rules! via_f32 {
+        ($($v:ident),*) => {$(
+            same!($v: [half::f16, half::bf16] |x| {
+                use crate::element::ViaF32;
+                ViaF32::narrow(<$v as Elementwise<f32, 1>>::f([x.widen()]))
+            });
+        )*};
+    }
+    #[cfg(feature = "half")]
+    via_f32!(
+        Abs,
+        Neg,
+        Sign,
+        Floor,
+        Ceil,
+        RoundNearestEven,
+        RoundNearestAfz,
+        Sqrt
+    );
+
     /// `clamp(x, lo, hi)` (the operand first, as [`XlaOrd::xla_clamp`] takes it).
     pub struct Clamp;
     impl<T: XlaOrd> Elementwise<T, 3> for Clamp {
@@ -142,6 +214,8 @@ pub(crate) trait Kernels: Sized {
     fn compare(dir: Direction) -> Option<Run<3>>;
     /// `clamp`'s kernel (operand, min, max).
     fn clamp() -> Option<Run<4>>;
+    /// `op`'s kernel.
+    fn unary(op: Unary) -> Option<Run<2>>;
     /// The fold of reduction `r` (`bool` as bytes: `or` for the sum and max, `and` for the
     /// product and min), `None` where the type lacks it.
     fn fold(r: Reduction) -> Option<FoldFn>;
@@ -160,11 +234,25 @@ macro_rules! table {
     };
 }
 
+/// `match` from each listed unary op to its kernel for `$t`, `None` for the others.
+macro_rules! unary_table {
+    ($op:expr, $t:ty; $($v:ident),*) => {
+        match $op {
+            $(Unary::$v => Some(table::run::<$t, elem::$v> as Run<2>),)*
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    };
+}
+
 /// Integers: `$t` takes the kernels of `$u`, the unsigned type of its width, where the bits
 /// agree.
 macro_rules! ints {
-    ($($t:ty as $u:ty),*) => {$(
+    ($($t:ty as $u:ty, [$($signed:ident),*];)*) => {$(
         impl Kernels for $t {
+            fn unary(op: Unary) -> Option<Run<2>> {
+                unary_table!(op, $u; Neg, Not, Popcnt, Clz).or_else(|| unary_table!(op, $t; $($signed),*))
+            }
             fn binary(op: Binary) -> Option<Run<3>> {
                 table!(Binary: op, $u; Add, Sub, Mul, And, Or, Xor, ShiftLeft).or_else(|| {
                     table!(Binary: op, $t; Div, Rem, Max, Min, Pow, ShiftRightArithmetic,
@@ -199,11 +287,21 @@ macro_rules! ints {
         }
     )*};
 }
-ints!(u8 as u8, u16 as u16, u32 as u32, u64 as u64, i8 as u8, i16 as u16, i32 as u32, i64 as u64);
+ints! {
+    u8 as u8, []; u16 as u16, []; u32 as u32, []; u64 as u64, [];
+    i8 as u8, [Abs, Sign]; i16 as u16, [Abs, Sign]; i32 as u32, [Abs, Sign]; i64 as u64, [Abs, Sign];
+}
 
 macro_rules! floats {
     ($($t:ty),*) => {$(
         impl Kernels for $t {
+            fn unary(op: Unary) -> Option<Run<2>> {
+                match op {
+                    Unary::IsFinite => Some(table::run::<$t, elem::IsFinite> as Run<2>),
+                    _ => unary_table!(op, $t; Abs, Neg, Sign, Floor, Ceil, RoundNearestEven,
+                        RoundNearestAfz, Sqrt),
+                }
+            }
             fn binary(op: Binary) -> Option<Run<3>> {
                 table!(Binary: op, $t; Add, Sub, Mul, Div, Rem, Max, Min, Pow, Atan2)
             }
@@ -240,6 +338,9 @@ floats!(half::f16, half::bf16);
 /// `bool` as the bytes 0 and 1: `add` is `or`, `mul` is `and`, `max` and `min` are `u8`'s, and
 /// so are the comparisons (`false < true`) and `clamp`.
 impl Kernels for bool {
+    fn unary(op: Unary) -> Option<Run<2>> {
+        unary_table!(op, bool; Not)
+    }
     fn binary(op: Binary) -> Option<Run<3>> {
         match op {
             Binary::Add => <u8 as Kernels>::binary(Binary::Or),
@@ -271,6 +372,9 @@ impl Kernels for bool {
 macro_rules! complex {
     ($($t:ty),*) => {$(
         impl Kernels for num_complex::Complex<$t> {
+            fn unary(op: Unary) -> Option<Run<2>> {
+                unary_table!(op, num_complex::Complex<$t>; Neg)
+            }
             fn binary(op: Binary) -> Option<Run<3>> {
                 table!(Binary: op, num_complex::Complex<$t>; Add, Sub, Mul, Div, Pow, Atan2)
             }
@@ -393,6 +497,21 @@ pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Re
                 acc_dim[d] = Some(i);
             }
             fold(Reduction::Sum, "reduce_in_dim", x, shape, &acc_dim)
+        }
+        Op::Unary { op, x } => {
+            let (x, name) = (get(x), op.names().0);
+            let run = x.unary_kernel(*op).ok_or_else(|| mismatch(name))?;
+            let src = place(name, x, None)?;
+            // SAFETY: the op's kernel for `x`'s type, into `bool`s (`is_finite`) or an output of
+            // that type.
+            unsafe {
+                match op {
+                    Unary::IsFinite => {
+                        table::collect::<bool>(name, shape, run.into(), &[&src]).map(Tensor::Pred)
+                    }
+                    _ => x.collect_like(name, shape, run, &[&src]),
+                }
+            }
         }
         Op::Reduce { op, x, axes } => {
             let x = get(x);

@@ -27,8 +27,9 @@
 //!
 //! What the export covers: every op of the crate's strict family (`add` .. `atan2`), the
 //! comparisons, `select`, `clamp`, `broadcast_in_dim`, the sum [`Program::reduce_in_dim`] and
-//! the reductions over axes ([`Program::reduce_sum`] .. [`Program::reduce_or`]), on every
-//! element type the crate has (StableHLO's types for each). Not covered: the NumPy and Paddle wrappers (record their
+//! the unary ops ([`Program::abs`] .. [`Program::sqrt`]: the exact ones so far) and the
+//! reductions over axes ([`Program::reduce_sum`] .. [`Program::reduce_or`]), on every element
+//! type the crate has (StableHLO's types for each; complex numbers only negate so far). Not covered: the NumPy and Paddle wrappers (record their
 //! `broadcast_dimensions` with the strict ops instead), closures (`zip_bcast`,
 //! `reduce_in_dim_with`), layouts, and `_into` / in-place forms (a program's values are fresh).
 //!
@@ -177,6 +178,13 @@ macro_rules! tensor_types {
                 match self {
                     // SAFETY: as the caller promised; every element type of a tensor is `Copy`.
                     $($(#[$cfg])* Tensor::$variant(_) => unsafe { table::collect::<$t>(op, shape, kernel, inputs) }.map(Tensor::$variant),)*
+                }
+            }
+
+            /// `op`'s kernel for this element type.
+            fn unary_kernel(&self, op: Unary) -> Option<Run<2>> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::unary(op),)*
                 }
             }
 
@@ -358,6 +366,87 @@ impl Binary {
     }
 }
 
+/// Generates, from one row per unary op, its enum, its StableHLO name and the [`Program`]
+/// method that records it (JAX `lax`'s name).
+macro_rules! unaries {
+    ($($name:ident => $v:ident, $hlo:literal, $what:literal, $ty:ty, $input:expr, $want:expr;)*) => {
+        /// The unary elementwise ops.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Unary {
+            $($v,)*
+        }
+
+        impl Unary {
+            /// The crate's name and StableHLO's.
+            fn names(self) -> (&'static str, &'static str) {
+                match self {
+                    $(Unary::$v => (stringify!($name), $hlo),)*
+                }
+            }
+        }
+
+        impl Program {
+            $(
+                #[doc = concat!("Records `", stringify!($name), "`: ", $what, " (`stablehlo.", $hlo, "`).")]
+                ///
+                /// ```
+                /// use ndarray::arr1;
+                /// use xla_bcast::stablehlo::{Program, Tensor};
+                ///
+                /// let mut p = Program::new("u");
+                #[doc = concat!("let x = p.parameter::<", stringify!($ty), ">(&[3]);")]
+                #[doc = concat!("let y = p.", stringify!($name), "(x).unwrap();")]
+                /// p.output(y).unwrap();
+                #[doc = concat!("let out = p.run(&[arr1(&", stringify!($input), ").into_dyn().into()]).unwrap();")]
+                #[doc = concat!("assert_eq!(out[0], Tensor::from(arr1(&", stringify!($want), ").into_dyn()));")]
+                /// ```
+                ///
+                /// # Errors
+                /// [`BroadcastError::ElementType`] for an element type StableHLO does not define
+                /// it on (or that the crate does not run it on yet: see the README).
+                pub fn $name(&mut self, x: Value) -> Result<Value> {
+                    self.unary(Unary::$v, x)
+                }
+            )*
+        }
+    };
+}
+
+unaries! {
+    abs => Abs, "abs", "`|x|` (integers wrap: `abs(MIN) = MIN`)", i32, [-3, 0, i32::MIN], [3, 0, i32::MIN];
+    neg => Neg, "negate", "`-x` (integers wrap)", f32, [1.5f32, -0.0, f32::INFINITY], [-1.5f32, 0.0, f32::NEG_INFINITY];
+    sign => Sign, "sign", "`-1`, `0` or `1` by the sign of `x` (floats keep the zero's sign and NaN)", f64, [-2.5, -0.0, 7.0], [-1.0, -0.0, 1.0];
+    not => Not, "not", "bitwise not (`bool`: logical)", u8, [0u8, 1, 255], [255u8, 254, 0];
+    floor => Floor, "floor", "the largest integer not above `x`", f32, [1.5f32, -1.5, -0.25], [1.0f32, -2.0, -1.0];
+    ceil => Ceil, "ceil", "the smallest integer not below `x`", f32, [1.5f32, -1.5, 0.25], [2.0f32, -1.0, 1.0];
+    round_nearest_even => RoundNearestEven, "round_nearest_even", "`x` rounded to the nearest integer, ties to even", f32, [0.5f32, 1.5, -2.5], [0.0f32, 2.0, -2.0];
+    round_nearest_afz => RoundNearestAfz, "round_nearest_afz", "`x` rounded to the nearest integer, ties away from zero", f32, [0.5f32, 1.5, -2.5], [1.0f32, 2.0, -3.0];
+    is_finite => IsFinite, "is_finite", "whether `x` is neither infinite nor NaN (a `bool` result)", f32, [1.0f32, f32::NAN, f32::NEG_INFINITY], [true, false, false];
+    popcnt => Popcnt, "popcnt", "the number of one bits", i8, [0i8, 7, -1], [0i8, 3, 8];
+    clz => Clz, "count_leading_zeros", "the number of leading zero bits", u16, [0u16, 1, 0x8000], [16u16, 15, 0];
+    sqrt => Sqrt, "sqrt", "the square root, correctly rounded (`sqrt(-0.0) = -0.0`, NaN below zero)", f64, [4.0, -0.0, 2.25], [2.0, -0.0, 1.5];
+}
+
+impl Unary {
+    /// Whether elements of `kind` have this op (StableHLO's types; complex numbers only
+    /// negate here so far).
+    fn defined_for(self, kind: Kind) -> bool {
+        use Kind::*;
+        match self {
+            Unary::Abs | Unary::Sign => matches!(kind, Signed | Float),
+            Unary::Neg => kind != Pred,
+            Unary::Not => matches!(kind, Pred | Signed | Unsigned),
+            Unary::Floor
+            | Unary::Ceil
+            | Unary::RoundNearestEven
+            | Unary::RoundNearestAfz
+            | Unary::IsFinite
+            | Unary::Sqrt => kind == Float,
+            Unary::Popcnt | Unary::Clz => matches!(kind, Signed | Unsigned),
+        }
+    }
+}
+
 /// Generates, from one row per reduction, its enum, its StableHLO region (and `bool`'s, whose
 /// `add` is `or`) and the [`Program`] method that records it.
 macro_rules! reductions {
@@ -468,6 +557,10 @@ enum Op {
         op: Reduction,
         x: Value,
         axes: Vec<usize>,
+    },
+    Unary {
+        op: Unary,
+        x: Value,
     },
 }
 
@@ -810,6 +903,26 @@ impl Program {
         Ok(self.push(Op::ReduceInDim { x, dims }, operand_shape.to_vec(), ty))
     }
 
+    /// The checks of a unary op: `x` is this program's, of an element type that has the op.
+    fn unary(&mut self, op: Unary, x: Value) -> Result<Value> {
+        let name = op.names().0;
+        self.own(name, &[x])?;
+        let node = self.node(x);
+        if !op.defined_for(node.ty.kind) {
+            return Err(type_error(
+                name,
+                &[node.ty],
+                "StableHLO does not define the op for this type, or the crate does not run it yet",
+            ));
+        }
+        let ty = match op {
+            Unary::IsFinite => bool::TYPE,
+            _ => node.ty,
+        };
+        let shape = node.shape.clone();
+        Ok(self.push(Op::Unary { op, x }, shape, ty))
+    }
+
     /// The checks of a reduction over `axes`, in order: `x` is this program's, of an element
     /// type that has the reduction, and `axes` are distinct dims of it.
     fn reduce(&mut self, op: Reduction, x: Value, axes: &[usize]) -> Result<Value> {
@@ -1008,6 +1121,18 @@ impl Program {
                 }
                 Op::ReduceInDim { x, dims } => {
                     self.emit_reduce(&mut body, &mut fresh, node, *x, dims, &names)
+                }
+                Op::Unary { op, x } => {
+                    let src = self.node(*x);
+                    let in_ty = tensor_type(&src.shape, src.ty);
+                    let types = match in_ty == out_ty {
+                        true => out_ty,
+                        false => format!("({in_ty}) -> {out_ty}"),
+                    };
+                    fresh(
+                        &mut body,
+                        format!("stablehlo.{} {} : {types}", op.names().1, names[x.index]),
+                    )
                 }
                 Op::Reduce { op, x, axes } => {
                     let src = self.node(*x);
