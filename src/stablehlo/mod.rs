@@ -744,7 +744,8 @@ impl Program {
         Ok(())
     }
 
-    /// Records `broadcast_in_dim` (as [`BroadcastInDim::broadcast_in_dim`](crate::ops::BroadcastInDim::broadcast_in_dim)).
+    /// Records `broadcast_in_dim` (as
+    /// [`BroadcastInDim::broadcast_in_dim`](crate::ops::BroadcastInDim::broadcast_in_dim)).
     ///
     /// # Errors
     /// The rule's error.
@@ -836,7 +837,8 @@ impl Program {
         Ok(self.push(op, out, bool::TYPE))
     }
 
-    /// Records `select(pred, on_true, on_false)` (as [`SelectBcast::select_bcast`](crate::ops::SelectBcast::select_bcast)).
+    /// Records `select(pred, on_true, on_false)` (as
+    /// [`SelectBcast::select_bcast`](crate::ops::SelectBcast::select_bcast)).
     ///
     /// # Errors
     /// The rule's error, or [`BroadcastError::ElementType`] (`pred` not `bool`, or the two
@@ -864,8 +866,9 @@ impl Program {
         ))
     }
 
-    /// Records `clamp(min, x, max)` (as [`ClampBcast::clamp_bcast`](crate::ops::ClampBcast::clamp_bcast): bounds scalar or of `x`'s
-    /// shape).
+    /// Records `clamp(min, x, max)` (as
+    /// [`ClampBcast::clamp_bcast`](crate::ops::ClampBcast::clamp_bcast): bounds scalar or of
+    /// `x`'s shape).
     ///
     /// # Errors
     /// The rule's error, or [`BroadcastError::ElementType`].
@@ -884,7 +887,8 @@ impl Program {
         Ok(self.push(Op::Clamp { min, x, max }, shape, ty))
     }
 
-    /// Records the sum of `x` back to `operand_shape` (as [`ReduceInDim::reduce_in_dim`](crate::reduce::ReduceInDim::reduce_in_dim)): a
+    /// Records the sum of `x` back to `operand_shape` (as
+    /// [`ReduceInDim::reduce_in_dim`](crate::reduce::ReduceInDim::reduce_in_dim)): a
     /// `stablehlo.reduce` with an add region, then a reshape and transpose to the target.
     ///
     /// # Errors
