@@ -651,6 +651,30 @@ unsafe fn update_row<A: Clone, B: Clone>(
     }
 }
 
+/// `o = f(o, x)` over each run of a block, element by element in index order: a fold whose
+/// result does not depend on the order (max, min, and, or), or one whose order nothing fixes
+/// (a product), at a fraction of [`fold_block`]'s code.
+///
+/// # Safety
+/// As [`fold_block`].
+#[inline(always)]
+pub(crate) unsafe fn fold_plain<A: Clone>(
+    o: *mut A,
+    b: *const A,
+    Block {
+        n,
+        inner: s,
+        rows,
+        step,
+    }: Block<2>,
+    f: &impl Fn(A, A) -> A,
+) {
+    for r in 0..rows as isize {
+        // SAFETY: run `r` of the block, as the caller promised of each.
+        unsafe { update_row(o.offset(r * step[0]), b.offset(r * step[1]), n, s, f) }
+    }
+}
+
 /// Lanes of a contiguous fold: independent accumulators let the compiler vectorise a reduction
 /// (or at least overlap its steps) that would otherwise wait on one running value.
 const LANES: usize = 16;
@@ -744,10 +768,13 @@ const FOLD_ROWS: usize = 4;
 /// `BENCHMARKS.md`). Each element's operations are the row-by-row fold's, in its order, so the
 /// results are the same bit for bit.
 ///
+/// With `ROWS` false the rows go one by one (the same bits; a kernel table's folds, which
+/// compile for every op and element type, leave the four-row loop out).
+///
 /// # Safety
 /// As [`fold_row`] for each run; the accumulator runs are this thread's alone.
 #[inline(always)]
-pub(crate) unsafe fn fold_block<A: Clone>(
+pub(crate) unsafe fn fold_block<A: Clone, const ROWS: bool>(
     o: *mut A,
     b: *const A,
     Block {
@@ -763,7 +790,7 @@ pub(crate) unsafe fn fold_block<A: Clone>(
     // is this thread's and not part of the source, so it is held as one `&mut` beside them.
     unsafe {
         let mut r = 0;
-        if step[0] == 0 && s == [1, 1] {
+        if ROWS && step[0] == 0 && s == [1, 1] {
             let (acc, f) = (slice::from_raw_parts_mut(o, n), fold.f);
             while r + FOLD_ROWS <= rows {
                 let [x0, x1, x2, x3]: [&[A]; FOLD_ROWS] = std::array::from_fn(|k| {

@@ -82,7 +82,7 @@ where
         // SAFETY: as the caller promised.
         unsafe {
             let fold = &*ctx.cast::<Fold<'_, A, F>>();
-            kernel::fold_block(acc.cast::<A>(), src.cast::<A>(), blk, fold)
+            kernel::fold_block::<A, true>(acc.cast::<A>(), src.cast::<A>(), blk, fold)
         }
     }
     let folder = Folder {
@@ -124,7 +124,8 @@ pub(crate) trait TableFold<A> {
     fn f(acc: A, x: A) -> A;
 }
 
-/// The loop of the table fold `F` over `A`s.
+/// The loop of the table fold `F` over `A`s as [`reduce`] folds (sums: the same bits as the
+/// array ops'), its rows one by one: the same bits as the four-row passes, at less code.
 ///
 /// # Safety
 /// As [`FoldFn`].
@@ -141,7 +142,22 @@ pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
         order: FoldOrder::Any,
     };
     // SAFETY: as the caller promised.
-    unsafe { kernel::fold_block(acc.cast::<A>(), src.cast::<A>(), blk, &fold) }
+    unsafe { kernel::fold_block::<A, false>(acc.cast::<A>(), src.cast::<A>(), blk, &fold) }
+}
+
+/// The loop of the table fold `F` over `A`s element by element ([`kernel::fold_plain`]): for
+/// folds whose bits do not depend on the order, or that need not match [`reduce`]'s.
+///
+/// # Safety
+/// As [`FoldFn`].
+pub(crate) unsafe fn table_fold_plain<A: Clone, F: TableFold<A>>(
+    _: *const (),
+    acc: *mut u8,
+    src: *const u8,
+    blk: Block<2>,
+) {
+    // SAFETY: as the caller promised.
+    unsafe { kernel::fold_plain(acc.cast::<A>(), src.cast::<A>(), blk, &F::f) }
 }
 
 /// How many partial accumulators [`reduce_table`] of `src` into `acc` (with `acc_dim`, as for

@@ -6,7 +6,7 @@
 
 use super::{Binary, Direction, Node, Op, Reduction, Tensor, Unary, Value};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
-use crate::engine::reduce::{self, table_fold, FoldFn, TableFold};
+use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
 use crate::engine::table::{self, Elementwise, Run};
 use crate::engine::Operand;
 use crate::error::{BroadcastError, Result};
@@ -268,11 +268,11 @@ macro_rules! ints {
             fn fold(r: Reduction) -> Option<FoldFn> {
                 Some(match r {
                     Reduction::Sum => table_fold::<$u, elem::Add>,
-                    Reduction::Prod => table_fold::<$u, elem::Mul>,
-                    Reduction::Max => table_fold::<$t, elem::Max>,
-                    Reduction::Min => table_fold::<$t, elem::Min>,
-                    Reduction::And => table_fold::<$u, elem::And>,
-                    Reduction::Or => table_fold::<$u, elem::Or>,
+                    Reduction::Prod => table_fold_plain::<$u, elem::Mul>,
+                    Reduction::Max => table_fold_plain::<$t, elem::Max>,
+                    Reduction::Min => table_fold_plain::<$t, elem::Min>,
+                    Reduction::And => table_fold_plain::<$u, elem::And>,
+                    Reduction::Or => table_fold_plain::<$u, elem::Or>,
                 })
             }
             fn identity(r: Reduction) -> Self {
@@ -314,9 +314,9 @@ macro_rules! floats {
             fn fold(r: Reduction) -> Option<FoldFn> {
                 match r {
                     Reduction::Sum => Some(table_fold::<$t, elem::Add>),
-                    Reduction::Prod => Some(table_fold::<$t, elem::Mul>),
-                    Reduction::Max => Some(table_fold::<$t, elem::Max>),
-                    Reduction::Min => Some(table_fold::<$t, elem::Min>),
+                    Reduction::Prod => Some(table_fold_plain::<$t, elem::Mul>),
+                    Reduction::Max => Some(table_fold_plain::<$t, elem::Max>),
+                    Reduction::Min => Some(table_fold_plain::<$t, elem::Min>),
                     Reduction::And | Reduction::Or => None,
                 }
             }
@@ -359,8 +359,8 @@ impl Kernels for bool {
     }
     fn fold(r: Reduction) -> Option<FoldFn> {
         Some(match r {
-            Reduction::Sum | Reduction::Max | Reduction::Or => table_fold::<u8, elem::Or>,
-            Reduction::Prod | Reduction::Min | Reduction::And => table_fold::<u8, elem::And>,
+            Reduction::Sum | Reduction::Max | Reduction::Or => table_fold_plain::<u8, elem::Or>,
+            Reduction::Prod | Reduction::Min | Reduction::And => table_fold_plain::<u8, elem::And>,
         })
     }
     fn identity(r: Reduction) -> Self {
@@ -387,7 +387,7 @@ macro_rules! complex {
             fn fold(r: Reduction) -> Option<FoldFn> {
                 match r {
                     Reduction::Sum => Some(table_fold::<num_complex::Complex<$t>, elem::Add>),
-                    Reduction::Prod => Some(table_fold::<num_complex::Complex<$t>, elem::Mul>),
+                    Reduction::Prod => Some(table_fold_plain::<num_complex::Complex<$t>, elem::Mul>),
                     _ => None,
                 }
             }
