@@ -36,6 +36,7 @@
 //! | [`reduce`] | the adjoint: results reduced back to an operand's shape |
 //! | [`numpy`], [`paddle`] | client-level wrappers with implicit rules |
 //! | [`layout`], [`index`] | XLA layouts, buffers in any memory order, shape text, IndexUtil |
+//! | [`stablehlo`] | programs: recorded with the same rules, run here, exported as StableHLO |
 //! | [`error`] | [`BroadcastError`] |
 //!
 //! Every op runs through one kernel engine (dim merging, loop order from the strides,
