@@ -280,3 +280,14 @@ fn complex_numbers_sum_and_multiply() {
         assert!(matches!(err, BroadcastError::ElementType { .. }), "{err:?}");
     }
 }
+
+/// StableHLO's interpreter test of `reduce` (`stablehlo/tests/interpret/reduce.mlir`): a sum of
+/// `[[0, 1, 2, 3, 4, 5]]` (`i64`) over dim 1 from 0 is `[15]`.
+#[test]
+fn the_interpreters_reduce_test() {
+    let x = ndarray::array![[0i64, 1, 2, 3, 4, 5]].into_dyn();
+    assert_eq!(
+        run(Program::reduce_sum, &x, &[1]),
+        Tensor::from(ndarray::array![15i64].into_dyn())
+    );
+}
