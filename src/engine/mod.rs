@@ -92,7 +92,7 @@ where
     let out = alloc::uninit::<C, D>(op, dim, order.as_ref())?;
     let len = out.len();
     // One run, no plan, for most small ops of numeric code, where the fixed cost is most of
-    // the cost (a 64x64 `*=` or product with a scalar 10-17% faster than through the walk).
+    // the cost; it pays at 64x64 too (BENCHMARKS.md, "Build cost").
     let run = run.filter(|inner| is_one_run(len, inner, size_of::<C>(), &inputs));
     let Some(inner) = run else {
         // SAFETY: the fresh output is unique; the inputs are seen at its shape; the walk

@@ -515,9 +515,15 @@ pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Re
         }
         Op::Reduce { op, x, axes } => {
             let x = get(x);
-            let mut kept = 0..;
+            // The kept dims, numbered in order, are the result's.
+            let mut kept = 0;
             let acc_dim: Vec<Option<usize>> = (0..x.shape().len())
-                .map(|d| (!axes.contains(&d)).then(|| kept.next().unwrap_or(0)))
+                .map(|d| {
+                    (!axes.contains(&d)).then(|| {
+                        kept += 1;
+                        kept - 1
+                    })
+                })
                 .collect();
             fold(*op, op.names().0, x, shape, &acc_dim)
         }
@@ -549,7 +555,6 @@ fn fold(
     // SAFETY: the reduction's fold of `x`'s type, into a fresh accumulator and partials of that
     // type, filled with its identity, each this call's own.
     unsafe { reduce::reduce_table(&acc.output(), acc_dim, &src, run, &parts) };
-    drop(parts);
     Ok(acc)
 }
 
