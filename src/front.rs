@@ -22,10 +22,10 @@ use crate::shape::{binary_shape, elementwise, higher, same_dims, Dims};
 /// ```
 pub type DimMaxOf<D, E> = <D as DimMax<E>>::Output;
 
-/// Both operands of a binary op seen at its output shape by XLA's rule (each carries it:
-/// [`Src::shape`]); the shape is kept in `out`. The rule decides the shape and each operand's
-/// placement, the engine does the rest. The rule's two simplest cases skip it in `zip_collect`:
-/// operands at their own shapes, and a scalar with an operand at its own shape.
+/// Both operands of a binary op seen at its output shape, and how they were placed there. The
+/// rule's two simplest cases skip it: operands at their own shapes, and a scalar with an
+/// operand at its own shape ([`own`]); otherwise XLA's rule decides the shape (kept in `out`)
+/// and each operand's placement.
 #[inline(always)]
 fn operands<'o, A, B, D: Dimension, E: Dimension>(
     op: &'static str,
@@ -33,7 +33,13 @@ fn operands<'o, A, B, D: Dimension, E: Dimension>(
     rhs: &'o ArrayRef<B, E>,
     dims: &[usize],
     out: &'o mut Dims,
-) -> Result<(Src<'o, A>, Src<'o, B>)> {
+) -> Result<(Src<'o, A>, Src<'o, B>, Seen)> {
+    if let Some(r) = own(rhs, lhs.shape(), dims) {
+        return Ok((Src::of(lhs), r, Seen::Own));
+    }
+    if let Some(l) = own(lhs, rhs.shape(), dims) {
+        return Ok((l, Src::of(rhs), Seen::Own));
+    }
     let grown = binary_shape(op, lhs.shape(), rhs.shape(), dims, out)?;
     // Unless the higher-rank operand broadcasts, its own shape is the output's: seen at it,
     // nothing freshly written is read back on the hot path of small ops.
@@ -41,7 +47,28 @@ fn operands<'o, A, B, D: Dimension, E: Dimension>(
         false => higher(lhs.shape(), rhs.shape()),
         true => out,
     };
-    Ok((place(op, lhs, shape, dims)?, place(op, rhs, shape, dims)?))
+    Ok((
+        place(op, lhs, shape, dims)?,
+        place(op, rhs, shape, dims)?,
+        Seen::Placed,
+    ))
+}
+
+/// `a` read beside an operand at its own `shape` without the rule: at `a`'s own shape when it
+/// is `shape` (XLA's rule at its simplest), or as a scalar; `None` otherwise.
+#[inline(always)]
+fn own<'a, A, D: Dimension>(
+    a: &'a ArrayRef<A, D>,
+    shape: &'a [usize],
+    dims: &[usize],
+) -> Option<Src<'a, A>> {
+    if elementwise(shape, a.shape(), dims) {
+        Some(Src::of(a))
+    } else if dims.is_empty() {
+        Src::scalar(a, shape)
+    } else {
+        None
+    }
 }
 
 /// An operand placed in `out` as XLA's binary rule places it: by degenerate dims at the
@@ -116,39 +143,8 @@ where
     D: Dimension + DimMax<E>,
     E: Dimension,
 {
-    // Operands read at their own shapes get a copy of `collect` of their own. Joined with the
-    // general rule's placements, which may make strides, every read of an operand stalls on
-    // stores merged from both forms: a 4x4 f32 add took 55 ns that way, 33 ns this way.
-    if elementwise(lhs.shape(), rhs.shape(), dims) {
-        return engine::collect(
-            op,
-            out_dim(op, lhs.shape())?,
-            &Zip::new(&f, &Src::of(lhs), &Src::of(rhs)),
-            Fresh::FollowInputs,
-        );
-    }
-    // A scalar and an operand at its own shape, the other common case, the same way; a copy
-    // for each side, not one joined pair, for the same reason.
-    if dims.is_empty() {
-        if let Some(r) = Src::scalar(rhs, lhs.shape()) {
-            return engine::collect(
-                op,
-                out_dim(op, lhs.shape())?,
-                &Zip::new(&f, &Src::of(lhs), &r),
-                Fresh::FollowInputs,
-            );
-        }
-        if let Some(l) = Src::scalar(lhs, rhs.shape()) {
-            return engine::collect(
-                op,
-                out_dim(op, rhs.shape())?,
-                &Zip::new(&f, &l, &Src::of(rhs)),
-                Fresh::FollowInputs,
-            );
-        }
-    }
     let mut shape = Dims::new();
-    let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
+    let (l, r, _) = operands(op, lhs, rhs, dims, &mut shape)?;
     engine::collect(
         op,
         out_dim(op, l.shape())?,
@@ -193,29 +189,10 @@ where
     E: Dimension,
     O: Dimension,
 {
-    // Operands at their own shapes, and a scalar with one, skip the rule and may be one run
-    // (`Seen::Own`); a call per road, as in `zip_collect`, so no operand joins two forms.
-    if elementwise(lhs.shape(), rhs.shape(), dims) {
-        check_out(op, lhs.shape(), out.shape())?;
-        engine::into(out, &Zip::new(&f, &Src::of(lhs), &Src::of(rhs)), Seen::Own);
-        return Ok(());
-    }
-    if dims.is_empty() {
-        if let Some(r) = Src::scalar(rhs, lhs.shape()) {
-            check_out(op, lhs.shape(), out.shape())?;
-            engine::into(out, &Zip::new(&f, &Src::of(lhs), &r), Seen::Own);
-            return Ok(());
-        }
-        if let Some(l) = Src::scalar(lhs, rhs.shape()) {
-            check_out(op, rhs.shape(), out.shape())?;
-            engine::into(out, &Zip::new(&f, &l, &Src::of(rhs)), Seen::Own);
-            return Ok(());
-        }
-    }
     let mut shape = Dims::new();
-    let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
+    let (l, r, seen) = operands(op, lhs, rhs, dims, &mut shape)?;
     check_out(op, l.shape(), out.shape())?;
-    engine::into(out, &Zip::new(&f, &l, &r), Seen::Placed);
+    engine::into(out, &Zip::new(&f, &l, &r), seen);
     Ok(())
 }
 
@@ -233,17 +210,11 @@ where
     D: Dimension,
     E: Dimension,
 {
-    if elementwise(lhs.shape(), rhs.shape(), dims) {
-        engine::assign(lhs, &Src::of(rhs), &f, Seen::Own);
+    // Seen at a copy of the shape: `lhs` is borrowed to be written.
+    let own_shape = Dims::from_slice(lhs.shape());
+    if let Some(r) = own(rhs, &own_shape, dims) {
+        engine::assign(lhs, &r, &f, Seen::Own);
         return Ok(());
-    }
-    if dims.is_empty() && rhs.ndim() == 0 {
-        // Seen at a copy of the shape: `lhs` is borrowed to be written.
-        let shape = Dims::from_slice(lhs.shape());
-        if let Some(r) = Src::scalar(rhs, &shape) {
-            engine::assign(lhs, &r, &f, Seen::Own);
-            return Ok(());
-        }
     }
     let mut shape = Dims::new();
     if !binary_shape(op, lhs.shape(), rhs.shape(), dims, &mut shape)? {

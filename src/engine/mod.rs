@@ -73,68 +73,102 @@ where
     K: BlockKernel<N> + Writes<MaybeUninit<C>>,
     Engine: Walk<N>,
 {
-    // Slot 0 (the output's) is unused here.
-    let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
-    // Inputs dense in the standard layout, the common case, need no sort.
-    let (order, run) = match run_strides(&inputs, Order::Standard) {
-        Some(run) => (Order::Standard, Some(run)),
-        None if layout == Fresh::FollowInputs => {
-            let strides = inputs.map(|o| &o.strides[..]);
-            let order = output_order(dim.slice(), &strides[1..]);
-            let run = match order {
-                Order::Standard => None,
-                _ => run_strides(&inputs, order.as_ref()),
-            };
-            (order, run)
+    let order = match layout {
+        Fresh::FollowInputs => {
+            let strides: [&[isize]; N] =
+                std::array::from_fn(|k| &kernel.input(k.max(1)).strides[..]);
+            output_order(dim.slice(), &strides[1..])
         }
-        None => (Order::Standard, None),
+        Fresh::Standard => Order::Standard,
     };
     let out = alloc::uninit::<C, D>(op, dim, order.as_ref())?;
-    let len = out.len();
-    // One run, no plan, for most small ops of numeric code, where the fixed cost is most of
-    // the cost; it pays at 64x64 too (BENCHMARKS.md, "Build cost").
-    let run = run.filter(|inner| is_one_run(len, inner, size_of::<C>(), &inputs));
-    let Some(inner) = run else {
-        // SAFETY: the fresh output is unique; the inputs are seen at its shape; the walk
-        // writes every element once, each kernel call through `call_logged` with the log.
-        return Ok(unsafe {
-            fresh::fill(out, |o, log| {
-                Engine::walk(Operand::output(o), kernel, true, log)
-            })
-        });
-    };
-    // The run's strides reach the closure as a mask of its scalar inputs: the array itself,
-    // captured by reference, was read back there in wider loads than it was stored with, and
-    // stalled on store forwarding (a 4x4 add 7% slower).
-    let scalars = (0..N).fold(0u64, |m, k| m | u64::from(inner[k] == 0) << k);
-    let one_run = |o: &mut ArrayRef<MaybeUninit<C>, D>, log: Option<&FreshLog>| {
-        let block = Block {
-            n: len,
-            inner: std::array::from_fn(|k| isize::from(scalars >> k & 1 == 0)),
-            rows: 1,
-            step: [0; N],
-        };
-        // Element 0 of a dense array (positive strides) and of the fresh output is the lowest
-        // address of each.
-        // SAFETY: operand 0 is the fresh output, whose `len` elements follow one another from
-        // element 0 in the memory order every dense input shares; a scalar input's one element
-        // is read at every index.
-        let ptrs = std::array::from_fn(|k| match k {
-            0 => o.as_mut_ptr().cast(),
-            // SAFETY: element 0 of input `k`.
-            _ => unsafe { inputs[k].at(0) },
-        });
-        // SAFETY: as above; the output is unique (fresh) and this thread's.
-        unsafe {
-            match log {
-                None => kernel::call_run(kernel, ptrs, block, &Cell::new(0)),
-                Some(_) => fresh::call_logged(kernel, ptrs, block, log),
-            }
+    // SAFETY: the fresh output is unique; the inputs are seen at its shape; `run` writes every
+    // element once, each kernel call through `call_logged` with the log.
+    Ok(unsafe { fresh::fill(out, |o, log| run(Operand::output(o), kernel, true, log)) })
+}
+
+/// How the inputs of a walk into the caller's array were placed at its shape.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// At their own shapes, the output's, or as scalars: often dense in the output's layout,
+    /// so a small walk checks first for one run.
+    Own,
+    /// By a broadcasting rule: seldom one run, so straight to the walk.
+    Placed,
+}
+
+/// `kernel` into the caller's `out` (of the shape its inputs are seen at).
+pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K, seen: Seen)
+where
+    S: Send,
+    D: Dimension,
+    K: BlockKernel<N> + Writes<S>,
+    Engine: Walk<N>,
+{
+    let out = Operand::output(out);
+    // SAFETY: `out` is a live array, unique (borrowed mutably), so no input overlaps it.
+    unsafe {
+        match seen {
+            Seen::Own => run(out, kernel, false, None),
+            Seen::Placed => Engine::walk(out, kernel, false, None),
         }
+    }
+}
+
+/// The walk into `out` ([`walk`]), or one kernel call when it is one run: small (serial, plain
+/// stores, [`is_one_run`]) with `out` dense in C or F order and each input dense in the same
+/// order or read at one element. Most small ops of numeric code are such a run, and skip the
+/// plan; it pays at 64x64 too (BENCHMARKS.md, "Build cost").
+///
+/// # Safety
+/// As [`walk`].
+#[inline(always)]
+unsafe fn run<const N: usize>(
+    out: Operand<'_>,
+    kernel: &dyn BlockKernel<N>,
+    fresh: bool,
+    log: Option<&FreshLog>,
+) where
+    Engine: Walk<N>,
+{
+    let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
+    let order = if dense_in(out.shape, &out.strides, Order::Standard) {
+        Some(Order::Standard)
+    } else if dense_in(out.shape, &out.strides, Order::Reversed) {
+        Some(Order::Reversed)
+    } else {
+        None
     };
-    // SAFETY: the one run writes every element of the fresh output once, through
-    // `call_logged` with the log when there is one.
-    Ok(unsafe { fresh::fill(out, one_run) })
+    let len: usize = out.shape.iter().product();
+    let inner = order
+        .and_then(|order| run_strides(&inputs, order))
+        .filter(|_| is_one_run(len, out.size, &inputs[1..]));
+    let Some(inner) = inner else {
+        // SAFETY: as the caller promised.
+        return unsafe { Engine::walk(out, kernel, fresh, log) };
+    };
+    let block = Block {
+        n: len,
+        inner,
+        rows: 1,
+        step: [0; N],
+    };
+    let ptrs = std::array::from_fn(|k| match k {
+        // SAFETY: element 0 of the output.
+        0 => unsafe { out.at(0) },
+        // SAFETY: element 0 of input `k`.
+        _ => unsafe { inputs[k].at(0) },
+    });
+    // SAFETY: the run covers every element of `out`, written once, and each dense input's, in
+    // the memory order they share from element 0 (their lowest address, the strides being
+    // positive); a scalar input's one element is read at every index. `out` is unique, as the
+    // caller promised, and the call runs on this thread.
+    unsafe {
+        match log {
+            None => kernel::call_run(kernel, ptrs, block, &Cell::new(0)),
+            Some(_) => fresh::call_logged(kernel, ptrs, block, log),
+        }
+    }
 }
 
 /// The strides of one run over an output laid out densely in `order` (a memory order of its
@@ -158,88 +192,16 @@ fn run_strides<const N: usize>(
     Some(inner)
 }
 
-/// How the inputs of a walk into the caller's array were placed at its shape.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Seen {
-    /// At their own shapes, the output's, or as scalars: often dense in the output's layout,
-    /// so a small walk checks first for one run.
-    Own,
-    /// By a broadcasting rule: seldom one run, so straight to the walk.
-    Placed,
-}
-
-/// The one decision between one run and a plan, for both front doors (`collect` and `into`):
-/// a walk of `len` elements whose inputs are each dense in the output's memory order or read
-/// at one element (their `inner` strides, [`run_strides`]) is one run when it is small enough
-/// to go serially with plain stores. Its traffic: the output's (elements of `out_size` bytes)
-/// and each dense input's, read in full.
+/// The one decision between one run and a plan ([`run`]): a walk of `len` elements whose
+/// inputs are each dense in the output's memory order or read at one element is one run when
+/// it is small enough to go serially with plain stores. Its traffic: the output's (elements of
+/// `out_size` bytes) and the inputs'.
 #[inline(always)]
-fn is_one_run<const N: usize>(
-    len: usize,
-    inner: &[isize; N],
-    out_size: usize,
-    inputs: &[&Operand<'_>; N],
-) -> bool {
-    let bytes = (1..N)
-        .filter(|&k| inner[k] != 0)
-        .fold(out_size, |b, k| b.saturating_add(inputs[k].size));
-    let traffic = len.saturating_mul(bytes);
+fn is_one_run(len: usize, out_size: usize, inputs: &[&Operand<'_>]) -> bool {
+    let traffic = len
+        .saturating_mul(out_size)
+        .saturating_add(operand::traffic(len, inputs));
     len > 0 && parallel::is_small(traffic) && !stream::may_stream(traffic)
-}
-
-/// `kernel` into the caller's `out` (of the shape its inputs are seen at).
-pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K, seen: Seen)
-where
-    S: Send,
-    D: Dimension,
-    K: BlockKernel<N> + Writes<S>,
-    Engine: Walk<N>,
-{
-    let out = Operand::output(out);
-    if seen == Seen::Own {
-        if let Some(block) = one_run(&out, kernel) {
-            let ptrs = std::array::from_fn(|k| match k {
-                // SAFETY: element 0 of the output.
-                0 => unsafe { out.at(0) },
-                // SAFETY: element 0 of input `k`.
-                _ => unsafe { kernel.input(k).at(0) },
-            });
-            // SAFETY: the run covers every element of `out`, written once, and each dense
-            // input's, in the memory order they share from element 0 (their lowest address,
-            // the strides being positive); a scalar input's one element is read at every
-            // index. `out` is unique (borrowed mutably) and the call runs on this thread.
-            return unsafe { kernel::call_run(kernel, ptrs, block, &Cell::new(0)) };
-        }
-    }
-    // SAFETY: `out` is a live array, unique (borrowed mutably), so no input overlaps it.
-    unsafe { Engine::walk(out, kernel, false, None) }
-}
-
-/// The walk into `out` as one run, when it is small (serial, plain stores) and `out` and each
-/// input are dense in one memory order, C or F, or (inputs) scalars: a 4x4-16x16 add into a
-/// caller's array skips the plan and the walk's choices.
-#[inline(always)]
-fn one_run<const N: usize>(out: &Operand<'_>, kernel: &dyn BlockKernel<N>) -> Option<Block<N>> {
-    let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
-    for input in &inputs[1..] {
-        operand::same_shape(out.shape, input);
-    }
-    // C or F, the layouts nearly every array has; the output's decides which the inputs need.
-    let order = if dense_in(out.shape, &out.strides, Order::Standard) {
-        Order::Standard
-    } else if dense_in(out.shape, &out.strides, Order::Reversed) {
-        Order::Reversed
-    } else {
-        return None;
-    };
-    let inner = run_strides(&inputs, order)?;
-    let len: usize = out.shape.iter().product();
-    is_one_run(len, &inner, out.size, &inputs).then_some(Block {
-        n: len,
-        inner,
-        rows: 1,
-        step: [0; N],
-    })
 }
 
 /// `out[i] = f(out[i], b[i])`, in place.
@@ -292,9 +254,8 @@ macro_rules! walks {
 }
 walks!(2, 3, 4);
 
-/// Walks the output `out` and `kernel`'s inputs: the plan, then one block for a small walk of
-/// at most two dims, else blocks of contiguous ranges of the plan, split across threads when
-/// large; `fresh` when the output was just allocated, and `log` its log ([`fresh::fill`]).
+/// Walks the output `out` and `kernel`'s inputs: the plan, then blocks of contiguous ranges of
+/// it (a walk of at most two merged dims is one block), split across threads when large; `fresh` when the output was just allocated, and `log` its log ([`fresh::fill`]).
 ///
 /// # Safety
 /// `out` addresses, at every index of its shape, a distinct slot of the kernel's output type
@@ -314,19 +275,7 @@ unsafe fn walk<const N: usize>(
     }
     let strides = operands.map(|o| &o.strides[..]);
     let len: usize = out.shape.iter().product();
-    // Every operand read in full bounds the traffic; a walk that small is serial and written
-    // plainly whatever its broadcasts, so it needs no closer figure.
-    let bound = operands
-        .iter()
-        .fold(0usize, |b, o| b.saturating_add(len.saturating_mul(o.size)));
-    let traffic = if parallel::is_small(bound) && !stream::may_stream(bound) {
-        bound
-    } else {
-        operands
-            .iter()
-            .map(|o| o.traffic(len))
-            .fold(0, usize::saturating_add)
-    };
+    let traffic = operand::traffic(len, &operands);
     let pieces = parallel::pieces(traffic);
     let write = Write::choose(
         kernel.slot(),
@@ -342,13 +291,6 @@ unsafe fn walk<const N: usize>(
     };
     if pieces == 1 {
         if let Some(block) = Plan::block_of(out.shape, strides) {
-            // One run has no rows to stage: straight to the kernel, which took 9-20% off
-            // 4x4-16x16 `_into` and in-place ops against going through `stage::run_block`.
-            if block.rows == 1 && !matches!(write, Write::Streamed) {
-                // SAFETY: as below; for a block it does not stage, written plainly or logged,
-                // `run_block` makes this same call.
-                return unsafe { fresh::call_logged(kernel, at([0; N]), block, log) };
-            }
             // SAFETY: the block is the whole walk: elements of each operand, the written ones
             // once each, on this thread.
             return unsafe { stage::run_block(at([0; N]), block, operands, kernel, write) };

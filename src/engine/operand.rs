@@ -112,6 +112,15 @@ impl<'a> Operand<'a> {
     }
 }
 
+/// The bytes a walk of `len` elements moves through `operands` ([`Operand::traffic`]): the
+/// engine's one estimate, from which it decides one run, threads and streamed stores.
+pub(crate) fn traffic(len: usize, operands: &[&Operand<'_>]) -> usize {
+    operands
+        .iter()
+        .map(|o| o.traffic(len))
+        .fold(0, usize::saturating_add)
+}
+
 /// An input of elements `T`, seen at an output shape: built only from a borrowed array by
 /// constructors that check the placement against the shape rule, so every output index reads
 /// one of its elements.
