@@ -48,6 +48,7 @@ pub(crate) trait Elementwise<A, const ARITY: usize> {
 ///
 /// # Safety
 /// As [`Run`], for an output of `F::Out` and inputs of `A`.
+#[inline(always)]
 pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usize) {
     // SAFETY: as the caller promised: `n` slots of the output (written through `MaybeUninit`,
     // so they need not be initialised) and `n` elements of the input.
@@ -59,6 +60,49 @@ pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usi
     };
     for i in 0..n {
         o[i].write(F::f([a[i].clone()]));
+    }
+}
+
+/// [`run`] compiled for the widest vectors this CPU has (AVX-512, else AVX2, else the
+/// baseline's): for element functions whose arithmetic, not memory, bounds them (the
+/// transcendental ones), 16 `f32` lanes do 3-4x the work of the baseline's 4. Every copy gives
+/// the same bits: the operations are IEEE's, and Rust contracts none into fused multiply-adds.
+pub(crate) fn run_wide<A: Clone, F: Elementwise<A, 1>>() -> Run<2> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return wide::avx512::<A, F>;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return wide::avx2::<A, F>;
+        }
+    }
+    run::<A, F>
+}
+
+/// [`run`] compiled for AVX2 and AVX-512.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod wide {
+    use super::{run, Elementwise};
+
+    /// [`run`] for AVX2.
+    ///
+    /// # Safety
+    /// As [`run`], on a CPU with AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn avx2<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usize) {
+        // SAFETY: as the caller promised.
+        unsafe { run::<A, F>(p, n) }
+    }
+
+    /// [`run`] for AVX-512.
+    ///
+    /// # Safety
+    /// As [`run`], on a CPU with AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn avx512<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usize) {
+        // SAFETY: as the caller promised.
+        unsafe { run::<A, F>(p, n) }
     }
 }
 

@@ -14,6 +14,7 @@ use crate::shape::{binary_plan, in_dim_check, iota};
 
 /// The element functions, as types: one kernel each per element type.
 mod elem {
+    use super::super::math;
     use super::*;
 
     macro_rules! binary {
@@ -160,6 +161,47 @@ mod elem {
     same!(RoundNearestEven: [f32, f64] |x| x.round_ties_even());
     same!(RoundNearestAfz: [f32, f64] |x| x.round());
     same!(Sqrt: [f32, f64] |x| x.sqrt());
+    pub struct Rsqrt;
+    pub struct Cbrt;
+    pub struct Exp;
+    pub struct Expm1;
+    pub struct Log;
+    pub struct Log1p;
+    pub struct Logistic;
+    pub struct Tanh;
+    pub struct Sin;
+    pub struct Cos;
+    pub struct Tan;
+    /// The transcendental ops: each precision's own ([`math`]); `rsqrt` of `f32` in `f64`,
+    /// rounded once; `sin`, `cos`, `tan` and `cbrt` through the platform's `f64` functions,
+    /// element by element.
+    macro_rules! transcendental {
+        ($($v:ident: $f:ident;)*) => {$(
+            same!($v: [f32] |x| math::f32::$f(x));
+            same!($v: [f64] |x| math::f64::$f(x));
+        )*};
+    }
+    transcendental! {
+        Exp: exp;
+        Expm1: expm1;
+        Log: ln;
+        Log1p: ln_1p;
+        Logistic: logistic;
+        Tanh: tanh;
+    }
+    macro_rules! in_f64 {
+        ($($v:ident: $f:expr;)*) => {$(
+            same!($v: [f32] |x| $f(x as f64) as f32);
+            same!($v: [f64] |x| $f(x));
+        )*};
+    }
+    in_f64! {
+        Rsqrt: math::rsqrt;
+        Cbrt: f64::cbrt;
+        Sin: f64::sin;
+        Cos: f64::cos;
+        Tan: f64::tan;
+    }
     impl<T: XlaFloat + Into<f64>> Elementwise<T, 1> for IsFinite {
         type Out = bool;
         #[inline(always)]
@@ -190,7 +232,18 @@ mod elem {
         Ceil,
         RoundNearestEven,
         RoundNearestAfz,
-        Sqrt
+        Sqrt,
+        Rsqrt,
+        Cbrt,
+        Exp,
+        Expm1,
+        Log,
+        Log1p,
+        Logistic,
+        Tanh,
+        Sin,
+        Cos,
+        Tan
     );
 
     /// `clamp(x, lo, hi)` (the operand first, as [`XlaOrd::xla_clamp`] takes it).
@@ -298,8 +351,15 @@ macro_rules! floats {
             fn unary(op: Unary) -> Option<Run<2>> {
                 match op {
                     Unary::IsFinite => Some(table::run::<$t, elem::IsFinite> as Run<2>),
+                    Unary::Exp => Some(table::run_wide::<$t, elem::Exp>()),
+                    Unary::Expm1 => Some(table::run_wide::<$t, elem::Expm1>()),
+                    Unary::Log => Some(table::run_wide::<$t, elem::Log>()),
+                    Unary::Log1p => Some(table::run_wide::<$t, elem::Log1p>()),
+                    Unary::Logistic => Some(table::run_wide::<$t, elem::Logistic>()),
+                    Unary::Tanh => Some(table::run_wide::<$t, elem::Tanh>()),
+                    Unary::Rsqrt => Some(table::run_wide::<$t, elem::Rsqrt>()),
                     _ => unary_table!(op, $t; Abs, Neg, Sign, Floor, Ceil, RoundNearestEven,
-                        RoundNearestAfz, Sqrt),
+                        RoundNearestAfz, Sqrt, Cbrt, Sin, Cos, Tan),
                 }
             }
             fn binary(op: Binary) -> Option<Run<3>> {

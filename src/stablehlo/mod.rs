@@ -36,6 +36,7 @@
 //! Where XLA and the crate are known to differ, see the README's "Where the references
 //! disagree" (integer `pow` with exponents of 64 and more).
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use ndarray::ArrayD;
@@ -48,6 +49,7 @@ use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_check, select_shape};
 
 mod eval;
+mod math;
 use eval::{eval, Kernels};
 
 /// How XLA sees an element type: its name in StableHLO and its kind.
@@ -425,6 +427,17 @@ unaries! {
     popcnt => Popcnt, "popcnt", "the number of one bits", i8, [0i8, 7, -1], [0i8, 3, 8];
     clz => Clz, "count_leading_zeros", "the number of leading zero bits", u16, [0u16, 1, 0x8000], [16u16, 15, 0];
     sqrt => Sqrt, "sqrt", "the square root, correctly rounded (`sqrt(-0.0) = -0.0`, NaN below zero)", f64, [4.0, -0.0, 2.25], [2.0, -0.0, 1.5];
+    rsqrt => Rsqrt, "rsqrt", "`1 / sqrt(x)` (`inf` at `+0.0`, `-inf` at `-0.0`)", f32, [4.0f32, 0.25, f32::INFINITY], [0.5f32, 2.0, 0.0];
+    cbrt => Cbrt, "cbrt", "the cube root (negative below zero)", f64, [8.0, -27.0, -0.0], [2.0, -3.0, -0.0];
+    exp => Exp, "exponential", "`e^x`", f64, [0.0, f64::NEG_INFINITY, f64::INFINITY], [1.0, 0.0, f64::INFINITY];
+    expm1 => Expm1, "exponential_minus_one", "`e^x - 1`, accurate near zero", f64, [0.0, -0.0, f64::NEG_INFINITY], [0.0, -0.0, -1.0];
+    log => Log, "log", "the natural logarithm (`-inf` at zero, NaN below)", f64, [1.0, 0.0, f64::INFINITY], [0.0, f64::NEG_INFINITY, f64::INFINITY];
+    log1p => Log1p, "log_plus_one", "`ln(1 + x)`, accurate near zero", f64, [0.0, -0.0, -1.0], [0.0, -0.0, f64::NEG_INFINITY];
+    logistic => Logistic, "logistic", "`1 / (1 + e^-x)`", f32, [0.0f32, f32::INFINITY, f32::NEG_INFINITY], [0.5f32, 1.0, 0.0];
+    tanh => Tanh, "tanh", "the hyperbolic tangent", f32, [0.0f32, -0.0, f32::INFINITY], [0.0f32, -0.0, 1.0];
+    sin => Sin, "sine", "the sine (radians)", f64, [0.0, -0.0, std::f64::consts::FRAC_PI_2], [0.0, -0.0, 1.0];
+    cos => Cos, "cosine", "the cosine (radians)", f64, [0.0, -0.0, std::f64::consts::PI], [1.0, 1.0, -1.0];
+    tan => Tan, "tan", "the tangent (radians)", f64, [0.0, -0.0, std::f64::consts::FRAC_PI_4], [0.0, -0.0, 0.9999999999999999];
 }
 
 impl Unary {
@@ -441,7 +454,18 @@ impl Unary {
             | Unary::RoundNearestEven
             | Unary::RoundNearestAfz
             | Unary::IsFinite
-            | Unary::Sqrt => kind == Float,
+            | Unary::Sqrt
+            | Unary::Rsqrt
+            | Unary::Cbrt
+            | Unary::Exp
+            | Unary::Expm1
+            | Unary::Log
+            | Unary::Log1p
+            | Unary::Logistic
+            | Unary::Tanh
+            | Unary::Sin
+            | Unary::Cos
+            | Unary::Tan => kind == Float,
             Unary::Popcnt | Unary::Clz => matches!(kind, Signed | Unsigned),
         }
     }
@@ -562,6 +586,28 @@ enum Op {
         op: Unary,
         x: Value,
     },
+}
+
+impl Op {
+    /// The values the op reads.
+    fn operands(&self) -> [Option<Value>; 3] {
+        match *self {
+            Op::Parameter | Op::Constant(_) => [None; 3],
+            Op::BroadcastInDim { x, .. }
+            | Op::ReduceInDim { x, .. }
+            | Op::Reduce { x, .. }
+            | Op::Unary { x, .. } => [Some(x), None, None],
+            Op::Binary { lhs, rhs, .. } | Op::Compare { lhs, rhs, .. } => {
+                [Some(lhs), Some(rhs), None]
+            }
+            Op::Select {
+                pred,
+                on_true,
+                on_false,
+            } => [Some(pred), Some(on_true), Some(on_false)],
+            Op::Clamp { min, x, max } => [Some(min), Some(x), Some(max)],
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -977,7 +1023,19 @@ impl Program {
                 reason: format!("the program has {} parameters", self.params.len()),
             });
         }
-        let mut values: Vec<Option<Tensor>> = vec![None; self.nodes.len()];
+        // Inputs and constants are read where they are; a value is dropped after the last node
+        // that reads it, unless it is an output; an output is moved out, copied only where it
+        // is also an input, a constant or another output.
+        let mut last_read = vec![0usize; self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate() {
+            for v in node.op.operands().into_iter().flatten() {
+                last_read[v.index] = i;
+            }
+        }
+        for v in &self.outputs {
+            last_read[v.index] = usize::MAX;
+        }
+        let mut values: Vec<Option<Cow<'_, Tensor>>> = vec![None; self.nodes.len()];
         for (p, input) in self.params.iter().zip(inputs) {
             let node = self.node(*p);
             if input.element_type() != node.ty {
@@ -988,21 +1046,37 @@ impl Program {
                 ));
             }
             crate::front::check_out("run", &node.shape, input.shape())?;
-            values[p.index] = Some(input.clone());
+            values[p.index] = Some(Cow::Borrowed(input));
         }
         for (i, node) in self.nodes.iter().enumerate() {
             if values[i].is_some() {
                 continue;
             }
-            let get = |v: &Value| values[v.index].as_ref().expect("values are made in order");
-            let out = eval(node, get)?;
-            values[i] = Some(out);
+            let value = match &node.op {
+                Op::Constant(t) => Cow::Borrowed(t),
+                _ => {
+                    let get =
+                        |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
+                    Cow::Owned(eval(node, get)?)
+                }
+            };
+            values[i] = Some(value);
+            for v in node.op.operands().into_iter().flatten() {
+                if last_read[v.index] == i {
+                    values[v.index] = None;
+                }
+            }
         }
-        Ok(self
-            .outputs
-            .iter()
-            .map(|v| values[v.index].clone().expect("every value was computed"))
-            .collect())
+        let mut outputs = Vec::with_capacity(self.outputs.len());
+        for (k, v) in self.outputs.iter().enumerate() {
+            let again = self.outputs[k + 1..].contains(v);
+            let value = match again {
+                true => values[v.index].clone(),
+                false => values[v.index].take(),
+            };
+            outputs.push(value.expect("every value was computed").into_owned());
+        }
+        Ok(outputs)
     }
 
     /// The program as StableHLO text: a module with one `func.func public @main` whose
