@@ -378,7 +378,7 @@ const UNARY_DATA: &str = include_str!("data/stablehlo_interpret_unary.json");
 
 /// A unary case through a `Program` (the crate has these ops there only): recorded, run, and
 /// checked as the interpreter's check does; `false` when the program refuses the op for the
-/// type (complex `abs`, `sign`, `sqrt`, which the crate does not run yet).
+/// type (the complex ops other than `neg`, which the crate does not run yet).
 fn run_unary<T, R>(case: &Value) -> bool
 where
     T: Elem + StableHloElement,
@@ -399,6 +399,17 @@ where
         "popcnt" => Program::popcnt,
         "clz" => Program::clz,
         "sqrt" => Program::sqrt,
+        "rsqrt" => Program::rsqrt,
+        "cbrt" => Program::cbrt,
+        "exp" => Program::exp,
+        "expm1" => Program::expm1,
+        "log" => Program::log,
+        "log1p" => Program::log1p,
+        "logistic" => Program::logistic,
+        "tanh" => Program::tanh,
+        "sin" => Program::sin,
+        "cos" => Program::cos,
+        "tan" => Program::tan,
         op => panic!("no unary op {op}"),
     };
     let x: ArrayD<T> = tensor(&case["inputs"][0]);
@@ -474,10 +485,10 @@ fn unary_interpreter_tests_pass() {
         assert!(expected, "no test ran for {what}");
     }
     println!("{ran} unary interpreter tests passed; not run: {skipped:?}");
-    // 50 cases: 4 of sub-byte integers, 3 complex ones the crate does not run yet; 6 of `half`
-    // and 2 of complex `neg` need those features.
-    let floor = 35
-        + if cfg!(feature = "half") { 6 } else { 0 }
+    // 83 cases: 4 of sub-byte integers, 16 complex ones the crate does not run yet; 12 of
+    // `half` and 2 of complex `neg` need those features.
+    let floor = 49
+        + if cfg!(feature = "half") { 12 } else { 0 }
         + if cfg!(feature = "complex") { 2 } else { 0 };
     assert!(ran >= floor, "only {ran} cases ran, expected {floor}");
 }
