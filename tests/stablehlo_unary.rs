@@ -133,8 +133,8 @@ fn integer_ops_match_rust() {
     );
 }
 
-/// Each op exists for the types StableHLO defines it on (complex numbers: `neg` so far); the
-/// others are type errors naming the op and the type.
+/// Each op exists for the types StableHLO defines it on; the others are type errors naming the
+/// op and the type.
 #[test]
 fn ops_a_type_lacks_are_errors() {
     let f = arr1(&[1.0f32]);
@@ -174,6 +174,29 @@ fn ops_a_type_lacks_are_errors() {
             run(record, &b),
             Err(BroadcastError::ElementType { .. })
         ));
+    }
+    // The transcendental ops: floats (and complex numbers) only.
+    let i = arr1(&[2i32]);
+    for (record, name) in [
+        (Program::exp as Unarier, "exp"),
+        (Program::expm1, "expm1"),
+        (Program::log, "log"),
+        (Program::log1p, "log1p"),
+        (Program::logistic, "logistic"),
+        (Program::tanh, "tanh"),
+        (Program::rsqrt, "rsqrt"),
+        (Program::cbrt, "cbrt"),
+        (Program::sin, "sin"),
+        (Program::cos, "cos"),
+        (Program::tan, "tan"),
+    ] {
+        for err in [run(record, &i).unwrap_err(), run(record, &b).unwrap_err()] {
+            assert!(
+                matches!(&err, BroadcastError::ElementType { op, .. } if *op == name),
+                "{err:?}"
+            );
+        }
+        assert!(run(record, &f).is_ok(), "{name}");
     }
 }
 

@@ -73,6 +73,18 @@ def same(got, want, ulps=0):
             # bf16 is the top half of an f32: one bf16 step is 2^16 f32 steps.
             return bool(np.all(ulps_apart(g[~nan], w[~nan]) <= ulps << 16))
         return np.array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    if ulps and got.dtype.kind == "c":
+        # Complex results: within `ulps` machine epsilons of the modulus (a part much smaller
+        # than the modulus carries the modulus's rounding, not its own).
+        for g, w in [(got.real, want.real), (got.imag, want.imag)]:
+            if not np.array_equal(np.isnan(g), np.isnan(w)):
+                return False
+            if not np.array_equal(g[np.isinf(w)], w[np.isinf(w)]):
+                return False
+        finite = np.isfinite(want.real) & np.isfinite(want.imag)
+        eps = np.finfo(want.real.dtype).eps
+        err = np.abs(got[finite].astype(np.complex128) - want[finite].astype(np.complex128))
+        return bool(np.all(err <= ulps * eps * np.abs(want[finite].astype(np.complex128))))
     if ulps and got.dtype.kind == "f":
         nan = np.isnan(got) & np.isnan(want)
         return bool(np.array_equal(np.isnan(got), np.isnan(want))
@@ -122,6 +134,10 @@ def main(path):
             ulps = case.get("ulps", 0)
             if case.get("flushes", False):
                 outs = [flushed(g, w) for g, w in zip(outs, wants)]
+            if case.get("signed_zeros", False):
+                # Zeros of either sign alike (adding +0 makes -0 +0).
+                outs = [o + 0 if o.dtype.kind in "fc" else o for o in outs]
+                wants = [w + 0 if w.dtype.kind in "fc" else w for w in wants]
             ok = len(outs) == len(wants) and all(same(g, w, ulps) for g, w in zip(outs, wants))
             detail = "" if ok else f"{apart(outs, wants)}xla {outs} crate {wants}"
         except Exception as e:  # a module XLA refuses is a failure too

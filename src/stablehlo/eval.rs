@@ -211,6 +211,125 @@ mod elem {
     }
     #[cfg(feature = "complex")]
     same!(Neg: [num_complex::Complex<f32>, num_complex::Complex<f64>] |x| -x);
+    /// Complex numbers: `num_complex`'s functions where it has them (principal branches, as
+    /// StableHLO's), and for the rest their definitions, with `expm1` and `log1p` kept
+    /// accurate near zero through the real ones; `abs` is the modulus, of the real type.
+    /// The principal square root of a complex number: C99's (Annex G) special values, and
+    /// the root from `(|x| + |z|) / 2`, which cancels nothing.
+    #[cfg(feature = "complex")]
+    macro_rules! complex_sqrt {
+        ($t:ident, $z:expr) => {{
+            let (x, y) = ($z.re, $z.im);
+            let c = num_complex::Complex::<$t>::new;
+            if y.is_infinite() {
+                c($t::INFINITY, y)
+            } else if x.is_nan() {
+                c(x, if y.is_nan() { y } else { $t::NAN })
+            } else if x.is_infinite() {
+                match (x > 0.0, y.is_nan()) {
+                    (true, _) => c(
+                        x,
+                        if y.is_nan() {
+                            y
+                        } else {
+                            (0.0 as $t).copysign(y)
+                        },
+                    ),
+                    (false, true) => c(y, $t::INFINITY),
+                    (false, false) => c(0.0, $t::INFINITY.copysign(y)),
+                }
+            } else if y.is_nan() {
+                c(y, y)
+            } else if x == 0.0 && y == 0.0 {
+                c(0.0, y)
+            } else {
+                // Halved first so that `|x| + |z|` cannot overflow.
+                let t = ((x.abs() * 0.5) + (x * 0.5).hypot(y * 0.5)).sqrt();
+                if x >= 0.0 {
+                    c(t, y / (2.0 * t))
+                } else {
+                    c(y.abs() / (2.0 * t), t.copysign(y))
+                }
+            }
+        }};
+    }
+    #[cfg(feature = "complex")]
+    macro_rules! complex_unary {
+        ($t:ident) => {
+            same!(Sqrt: [num_complex::Complex<$t>] |z| complex_sqrt!($t, z));
+            same!(Rsqrt: [num_complex::Complex<$t>] |z| complex_sqrt!($t, z).inv());
+            same!(Cbrt: [num_complex::Complex<$t>] |z| z.cbrt());
+            same!(Exp: [num_complex::Complex<$t>] |z| z.exp());
+            same!(Log: [num_complex::Complex<$t>] |z| z.ln());
+            same!(Sin: [num_complex::Complex<$t>] |z| z.sin());
+            same!(Cos: [num_complex::Complex<$t>] |z| z.cos());
+            same!(Tan: [num_complex::Complex<$t>] |z| z.tan());
+            same!(Tanh: [num_complex::Complex<$t>] |z| z.tanh());
+            same!(Logistic: [num_complex::Complex<$t>] |z| (num_complex::Complex::<$t>::new(1.0, 0.0) + (-z).exp()).inv());
+            // e^(x+iy) - 1 = (e^x - 1) cos y - 2 sin^2(y/2) + i e^x sin y
+            same!(Expm1: [num_complex::Complex<$t>] |z| {
+                let half = (z.im * 0.5).sin();
+                num_complex::Complex::new(
+                    z.re.exp_m1() * z.im.cos() - 2.0 * half * half,
+                    z.re.exp() * z.im.sin(),
+                )
+            });
+            // ln(1 + z): |1 + z|^2 - 1 = 2x + x^2 + y^2, through the real log1p
+            same!(Log1p: [num_complex::Complex<$t>] |z| {
+                let (x, y) = (z.re, z.im);
+                num_complex::Complex::new(
+                    0.5 * (x * (2.0 + x) + y * y).ln_1p(),
+                    y.atan2(1.0 + x),
+                )
+            });
+            // StableHLO's: NaN parts give NaN, zero gives +0, the rest `z / |z|` (each part
+            // divided by the real modulus).
+            same!(Sign: [num_complex::Complex<$t>] |z| {
+                if z.re.is_nan() || z.im.is_nan() {
+                    num_complex::Complex::new($t::NAN, $t::NAN)
+                } else if z.re == 0.0 && z.im == 0.0 {
+                    num_complex::Complex::new(0.0, 0.0)
+                } else {
+                    let n = z.norm();
+                    num_complex::Complex::new(z.re / n, z.im / n)
+                }
+            });
+            impl Elementwise<num_complex::Complex<$t>, 1> for Abs {
+                type Out = $t;
+                #[inline(always)]
+                fn f([z]: [num_complex::Complex<$t>; 1]) -> $t {
+                    z.norm()
+                }
+            }
+        };
+    }
+    #[cfg(feature = "complex")]
+    complex_unary!(f64);
+    /// `Complex<f32>`: each op in `Complex<f64>`, rounded once per part (a pole or a
+    /// cancellation then costs the `f64` digits, not the result's).
+    #[cfg(feature = "complex")]
+    macro_rules! complex_via_f64 {
+        ($($v:ident),*) => {$(
+            same!($v: [num_complex::Complex<f32>] |z| {
+                let wide = num_complex::Complex::new(f64::from(z.re), f64::from(z.im));
+                let r = <$v as Elementwise<num_complex::Complex<f64>, 1>>::f([wide]);
+                num_complex::Complex::new(r.re as f32, r.im as f32)
+            });
+        )*};
+    }
+    #[cfg(feature = "complex")]
+    complex_via_f64!(
+        Sign, Sqrt, Rsqrt, Cbrt, Exp, Expm1, Log, Log1p, Logistic, Tanh, Sin, Cos, Tan
+    );
+    #[cfg(feature = "complex")]
+    impl Elementwise<num_complex::Complex<f32>, 1> for Abs {
+        type Out = f32;
+        #[inline(always)]
+        fn f([z]: [num_complex::Complex<f32>; 1]) -> f32 {
+            f64::from(z.re).hypot(f64::from(z.im)) as f32
+        }
+    }
+
     /// `f16` and `bf16`: each in `f32`, rounded once (exact for all of these: the results are
     /// values of the type, or for `sqrt` correctly rounded through `f32`, which has more than
     /// twice their precision).
@@ -433,7 +552,8 @@ macro_rules! complex {
     ($($t:ty),*) => {$(
         impl Kernels for num_complex::Complex<$t> {
             fn unary(op: Unary) -> Option<Run<2>> {
-                unary_table!(op, num_complex::Complex<$t>; Neg)
+                unary_table!(op, num_complex::Complex<$t>; Neg, Abs, Sign, Sqrt, Rsqrt, Cbrt,
+                    Exp, Expm1, Log, Log1p, Logistic, Tanh, Sin, Cos, Tan)
             }
             fn binary(op: Binary) -> Option<Run<3>> {
                 table!(Binary: op, num_complex::Complex<$t>; Add, Sub, Mul, Div, Pow, Atan2)
@@ -565,9 +685,17 @@ pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Re
             // SAFETY: the op's kernel for `x`'s type, into `bool`s (`is_finite`) or an output of
             // that type.
             unsafe {
-                match op {
-                    Unary::IsFinite => {
+                match (op, x) {
+                    (Unary::IsFinite, _) => {
                         table::collect::<bool>(name, shape, run.into(), &[&src]).map(Tensor::Pred)
+                    }
+                    #[cfg(feature = "complex")]
+                    (Unary::Abs, Tensor::C64(_)) => {
+                        table::collect::<f32>(name, shape, run.into(), &[&src]).map(Tensor::F32)
+                    }
+                    #[cfg(feature = "complex")]
+                    (Unary::Abs, Tensor::C128(_)) => {
+                        table::collect::<f64>(name, shape, run.into(), &[&src]).map(Tensor::F64)
                     }
                     _ => x.collect_like(name, shape, run, &[&src]),
                 }

@@ -441,20 +441,19 @@ unaries! {
 }
 
 impl Unary {
-    /// Whether elements of `kind` have this op (StableHLO's types; complex numbers only
-    /// negate here so far).
+    /// Whether elements of `kind` have this op (StableHLO's types).
     fn defined_for(self, kind: Kind) -> bool {
         use Kind::*;
         match self {
-            Unary::Abs | Unary::Sign => matches!(kind, Signed | Float),
+            Unary::Abs | Unary::Sign => matches!(kind, Signed | Float | Complex),
             Unary::Neg => kind != Pred,
             Unary::Not => matches!(kind, Pred | Signed | Unsigned),
             Unary::Floor
             | Unary::Ceil
             | Unary::RoundNearestEven
             | Unary::RoundNearestAfz
-            | Unary::IsFinite
-            | Unary::Sqrt
+            | Unary::IsFinite => kind == Float,
+            Unary::Sqrt
             | Unary::Rsqrt
             | Unary::Cbrt
             | Unary::Exp
@@ -465,7 +464,7 @@ impl Unary {
             | Unary::Tanh
             | Unary::Sin
             | Unary::Cos
-            | Unary::Tan => kind == Float,
+            | Unary::Tan => matches!(kind, Float | Complex),
             Unary::Popcnt | Unary::Clz => matches!(kind, Signed | Unsigned),
         }
     }
@@ -967,6 +966,11 @@ impl Program {
         }
         let ty = match op {
             Unary::IsFinite => bool::TYPE,
+            // The modulus of a complex number is of its parts' type.
+            Unary::Abs if node.ty.kind == Kind::Complex => match node.ty.name {
+                "complex<f32>" => f32::TYPE,
+                _ => f64::TYPE,
+            },
             _ => node.ty,
         };
         let shape = node.shape.clone();
