@@ -40,6 +40,15 @@ pub(crate) trait Elementwise<A, const ARITY: usize> {
     type Out;
     /// The function.
     fn f(x: [A; ARITY]) -> Self::Out;
+    /// Whether `f` is a fast form that leaves some inputs to [`Elementwise::exact`]: the loop
+    /// then runs `f` branch-free over the whole run, and a second pass puts `exact`'s results
+    /// where it has them.
+    const EXACT: bool = false;
+    /// The result for inputs `f` does not cover, `None` for the others.
+    #[inline(always)]
+    fn exact(_x: &[A; ARITY]) -> Option<Self::Out> {
+        None
+    }
 }
 
 /// The kernel of `F` over one run, `ARITY + 1` operands: the output, then the inputs. The loops
@@ -60,6 +69,15 @@ pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usi
     };
     for i in 0..n {
         o[i].write(F::f([a[i].clone()]));
+    }
+    if F::EXACT {
+        for i in 0..n {
+            if let Some(v) = F::exact(&[a[i].clone()]) {
+                // Only element types without drop glue have an `exact`: the value replaced
+                // needs no drop.
+                o[i].write(v);
+            }
+        }
     }
 }
 

@@ -198,9 +198,32 @@ mod elem {
     in_f64! {
         Rsqrt: math::rsqrt;
         Cbrt: f64::cbrt;
-        Sin: f64::sin;
-        Cos: f64::cos;
-        Tan: f64::tan;
+    }
+    same!(Sin: [f64] |x| x.sin());
+    same!(Cos: [f64] |x| x.cos());
+    same!(Tan: [f64] |x| x.tan());
+    /// `f32`'s `sin`, `cos`, `tan`: [`math::trig`]'s, the platform's `f64` function for the
+    /// inputs beyond its range.
+    macro_rules! trig {
+        ($($v:ident: $f:ident;)*) => {$(
+            impl Elementwise<f32, 1> for $v {
+                type Out = f32;
+                #[inline(always)]
+                fn f([x]: [f32; 1]) -> f32 {
+                    math::trig::$f(x)
+                }
+                const EXACT: bool = true;
+                #[inline(always)]
+                fn exact([x]: &[f32; 1]) -> Option<f32> {
+                    math::trig::wide(*x).then(|| f64::from(*x).$f() as f32)
+                }
+            }
+        )*};
+    }
+    trig! {
+        Sin: sin;
+        Cos: cos;
+        Tan: tan;
     }
     impl<T: XlaFloat + Into<f64>> Elementwise<T, 1> for IsFinite {
         type Out = bool;
@@ -336,11 +359,25 @@ mod elem {
     #[cfg(feature = "half")]
     macro_rules! via_f32 {
         ($($v:ident),*) => {$(
-            same!($v: [half::f16, half::bf16] |x| {
-                use crate::element::ViaF32;
-                ViaF32::narrow(<$v as Elementwise<f32, 1>>::f([x.widen()]))
-            });
+            via_f32!(@ $v, half::f16);
+            via_f32!(@ $v, half::bf16);
         )*};
+        (@ $v:ident, $t:ty) => {
+            impl Elementwise<$t, 1> for $v {
+                type Out = $t;
+                #[inline(always)]
+                fn f([x]: [$t; 1]) -> $t {
+                    use crate::element::ViaF32;
+                    ViaF32::narrow(<$v as Elementwise<f32, 1>>::f([x.widen()]))
+                }
+                const EXACT: bool = <$v as Elementwise<f32, 1>>::EXACT;
+                #[inline(always)]
+                fn exact([x]: &[$t; 1]) -> Option<$t> {
+                    use crate::element::ViaF32;
+                    <$v as Elementwise<f32, 1>>::exact(&[x.widen()]).map(ViaF32::narrow)
+                }
+            }
+        };
     }
     #[cfg(feature = "half")]
     via_f32!(
@@ -477,8 +514,11 @@ macro_rules! floats {
                     Unary::Logistic => Some(table::run_wide::<$t, elem::Logistic>()),
                     Unary::Tanh => Some(table::run_wide::<$t, elem::Tanh>()),
                     Unary::Rsqrt => Some(table::run_wide::<$t, elem::Rsqrt>()),
+                    Unary::Sin => Some(table::run_wide::<$t, elem::Sin>()),
+                    Unary::Cos => Some(table::run_wide::<$t, elem::Cos>()),
+                    Unary::Tan => Some(table::run_wide::<$t, elem::Tan>()),
                     _ => unary_table!(op, $t; Abs, Neg, Sign, Floor, Ceil, RoundNearestEven,
-                        RoundNearestAfz, Sqrt, Cbrt, Sin, Cos, Tan),
+                        RoundNearestAfz, Sqrt, Cbrt),
                 }
             }
             fn binary(op: Binary) -> Option<Run<3>> {
@@ -764,4 +804,54 @@ fn binary_operands<'v>(
         lhs.placed(name, shape, &plan.lhs_dims)?,
         rhs.placed(name, shape, &plan.rhs_dims)?,
     ))
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::elem;
+    use crate::engine::table::{self, wide, Elementwise};
+
+    /// `F` over `x` by each copy of the loop this CPU runs, as bits.
+    fn copies<T: Clone + Default, F: Elementwise<T, 1, Out = T>>(x: &[T]) -> Vec<Vec<T>> {
+        let run = |k: table::Run<2>| {
+            let mut out = vec![T::default(); x.len()];
+            // SAFETY: `x.len()` inputs and output slots of `T`, the kernel's types.
+            unsafe { k([out.as_mut_ptr().cast(), x.as_ptr().cast_mut().cast()], x.len()) };
+            out
+        };
+        let mut all = vec![run(table::run::<T, F>)];
+        if std::arch::is_x86_feature_detected!("avx2") {
+            all.push(run(wide::avx2::<T, F>));
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            all.push(run(wide::avx512::<T, F>));
+        }
+        all
+    }
+
+    /// The AVX2 and AVX-512 copies of the transcendental kernels give the baseline's bits, on
+    /// special values, both ends of each range, and the paths their selects choose between.
+    #[test]
+    fn wide_copies_give_the_baselines_bits() {
+        let mut x: Vec<f64> = vec![0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-310];
+        let mut v = 1e-40;
+        while v < 1e40 {
+            x.extend([v, -v, v * 1.37, -v * 2.9]);
+            v *= 1.7;
+        }
+        let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        macro_rules! check {
+            ($($v:ident),*) => {$(
+                let f = copies::<f32, elem::$v>(&x32);
+                let d = copies::<f64, elem::$v>(&x);
+                for (copy, (a, b)) in f.iter().zip(&d).enumerate().skip(1) {
+                    let bits32 = |v: &Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    let bits64 = |v: &Vec<f64>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits32(a), bits32(&f[0]), "{} f32, copy {copy}", stringify!($v));
+                    assert_eq!(bits64(b), bits64(&d[0]), "{} f64, copy {copy}", stringify!($v));
+                }
+            )*};
+        }
+        check!(Exp, Expm1, Log, Log1p, Logistic, Tanh, Rsqrt, Sin, Cos, Tan);
+    }
 }

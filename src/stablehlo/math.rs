@@ -158,12 +158,15 @@ macro_rules! precision {
                 }
             }
 
-            /// `tanh x = expm1(2|x|) / (expm1(2|x|) + 2)`, signed; 1 where that rounds to 1.
+            /// `tanh x = -expm1(-2|x|) / (2 + expm1(-2|x|))`, signed; 1 where that rounds to
+            /// 1. `e^-2|x|` never overflows, so one path of `expm1` serves.
             #[inline(always)]
             pub(crate) fn tanh(x: $t) -> $t {
                 let a = x.abs();
-                let t = expm1(2.0 * a.min($one));
-                let y = if a > $one { 1.0 } else { t / (t + 2.0) };
+                let (r, k) = reduce(-2.0 * a.min($one));
+                let p = pow2(k);
+                let em = p * expm1_reduced(r) + (p - 1.0);
+                let y = if a > $one { 1.0 } else { -em / (2.0 + em) };
                 // NaN keeps its payload; every other result takes `x`'s sign.
                 if x.is_nan() {
                     x
@@ -196,6 +199,80 @@ precision!(
     subnormal: (18014398509481984.0, 54.0), tanh_one: 20.0,
     exp_terms: 13, ln_terms: 12
 );
+
+/// `sin`, `cos` and `tan` of `f32` values, computed in `f64` and rounded once: `x = k pi/2 + r`
+/// with pi/2 in three parts of 33 bits (each `k * part` exact for `|k| < 2^20`), then the
+/// series of `sin r` and `cos r` for `|r| <= pi/4`, chosen and signed by `k mod 4` through
+/// bits. Beyond [`trig::LIMIT`] (and for infinities and NaN) the platform's function takes
+/// over ([`trig::wide`]).
+pub(crate) mod trig {
+    const PIO2_1: f64 = 1.5707963267341256;
+    const PIO2_2: f64 = 6.077100506303966e-11;
+    const PIO2_3: f64 = 2.0222662487959506e-21;
+    const ROUND: f64 = 6755399441055744.0;
+    /// Where the reduction stops being exact enough: `|x| / (pi/2) < 2^19`.
+    pub(crate) const LIMIT: f32 = 823550.0;
+
+    /// `(sin r, cos r, k mod 4)` for `x = k pi/2 + r`.
+    #[inline(always)]
+    fn reduce(x: f64) -> (f64, f64, u64) {
+        let t = x * std::f64::consts::FRAC_2_PI + ROUND;
+        let k = t - ROUND;
+        let r = ((x - k * PIO2_1) - k * PIO2_2) - k * PIO2_3;
+        let z = r * r;
+        // Taylor series to r^15 and r^14: the first omitted terms are under 2^-50.
+        let mut s = -1.0 / 1_307_674_368_000.0;
+        let mut c = 1.0 / 87_178_291_200.0;
+        for (si, ci) in [
+            (1.0 / 6_227_020_800.0, -1.0 / 479_001_600.0),
+            (-1.0 / 39_916_800.0, 1.0 / 3_628_800.0),
+            (1.0 / 362_880.0, -1.0 / 40_320.0),
+            (-1.0 / 5_040.0, 1.0 / 720.0),
+            (1.0 / 120.0, -1.0 / 24.0),
+            (-1.0 / 6.0, 0.5),
+        ] {
+            s = si + z * s;
+            c = ci + z * c;
+        }
+        // `r (1 + z s)`: `sin(-0) = -0`; its one more rounding is far below `f32`'s.
+        (r * (1.0 + z * s), 1.0 - z * c, t.to_bits() & 3)
+    }
+
+    /// `a` where `bit` is 0, `b` where it is 1, and the sign flipped where `flip` is 1.
+    #[inline(always)]
+    fn pick(a: f64, b: f64, bit: u64, flip: u64) -> f64 {
+        let mask = 0u64.wrapping_sub(bit);
+        f64::from_bits((a.to_bits() & !mask | b.to_bits() & mask) ^ (flip << 63))
+    }
+
+    /// `sin x` for `|x| < LIMIT`.
+    #[inline(always)]
+    pub(crate) fn sin(x: f32) -> f32 {
+        let (s, c, q) = reduce(f64::from(x));
+        pick(s, c, q & 1, q >> 1) as f32
+    }
+
+    /// `cos x` for `|x| < LIMIT`.
+    #[inline(always)]
+    pub(crate) fn cos(x: f32) -> f32 {
+        let (s, c, q) = reduce(f64::from(x));
+        pick(c, s, q & 1, (q ^ (q >> 1)) & 1) as f32
+    }
+
+    /// `tan x` for `|x| < LIMIT`.
+    #[inline(always)]
+    pub(crate) fn tan(x: f32) -> f32 {
+        let (s, c, q) = reduce(f64::from(x));
+        (pick(s, c, q & 1, 0) / pick(c, s, q & 1, q & 1)) as f32
+    }
+
+    /// Whether `x` is left to the platform's function: beyond the reduction's range, infinite
+    /// or NaN.
+    #[inline(always)]
+    pub(crate) fn wide(x: f32) -> bool {
+        !(x.abs() < LIMIT)
+    }
+}
 
 /// `1 / sqrt(x)`, in `f64` (for `f32`, rounded once more: correctly rounded but for inputs
 /// within about 2^-29 ulp of a rounding boundary).
