@@ -568,6 +568,85 @@ fn complex_ops_of(rng: &mut Rng, corpus: &mut Vec<Json>) {
     }
 }
 
+/// `convert` from `T` to every element type, on 64 of `T`'s values worth testing.
+fn converts_of<T: Sample>(rng: &mut Rng, corpus: &mut Vec<Json>)
+where
+    Tensor: From<ArrayD<T>>,
+{
+    let targets: Vec<(&str, Unarier)> = vec![
+        ("i1", Program::convert::<bool>),
+        ("i8", Program::convert::<i8>),
+        ("i16", Program::convert::<i16>),
+        ("i32", Program::convert::<i32>),
+        ("i64", Program::convert::<i64>),
+        ("ui8", Program::convert::<u8>),
+        ("ui16", Program::convert::<u16>),
+        ("ui32", Program::convert::<u32>),
+        ("ui64", Program::convert::<u64>),
+        ("f32", Program::convert::<f32>),
+        ("f64", Program::convert::<f64>),
+        #[cfg(feature = "half")]
+        ("f16", Program::convert::<half::f16>),
+        #[cfg(feature = "half")]
+        ("bf16", Program::convert::<half::bf16>),
+        #[cfg(feature = "complex")]
+        (
+            "complex<f32>",
+            Program::convert::<num_complex::Complex<f32>>,
+        ),
+        #[cfg(feature = "complex")]
+        (
+            "complex<f64>",
+            Program::convert::<num_complex::Complex<f64>>,
+        ),
+    ];
+    for (to, record) in targets {
+        let mut p = Program::new("convert");
+        let x = p.parameter::<T>(&[64]);
+        let y = record(&mut p, x).unwrap();
+        p.output(y).unwrap();
+        case(
+            format!("convert/{}->{to}", T::TYPE.name),
+            &p,
+            vec![random::<T>(rng, &[64])],
+            corpus,
+        );
+    }
+}
+
+/// Conversions whose two roundings through `f32` (XLA's, and the crate's) differ from one:
+/// values just past a tie of the narrow type that `f32` rounds onto the tie.
+#[cfg(feature = "half")]
+fn convert_ties(corpus: &mut Vec<Json>) {
+    let wide = |v: Vec<f64>| Tensor::from(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).unwrap());
+    let f64s = vec![
+        1.0 + 2f64.powi(-8) + 2f64.powi(-30),
+        1.0 + 2f64.powi(-11) + 2f64.powi(-40),
+    ];
+    let ints = vec![(1i64 << 62) + (1 << 54) + 1, (1 << 40) + (1 << 32) + 1];
+    for (to, record) in [
+        ("f16", Program::convert::<half::f16> as Unarier),
+        ("bf16", Program::convert::<half::bf16>),
+    ] {
+        let mut p = Program::new("convert");
+        let x = p.parameter::<f64>(&[2]);
+        let y = record(&mut p, x).unwrap();
+        p.output(y).unwrap();
+        case(
+            format!("convert ties/f64->{to}"),
+            &p,
+            vec![wide(f64s.clone())],
+            corpus,
+        );
+        let mut p = Program::new("convert");
+        let x = p.parameter::<i64>(&[2]);
+        let y = record(&mut p, x).unwrap();
+        p.output(y).unwrap();
+        let input = Tensor::from(ArrayD::from_shape_vec(IxDyn(&[2]), ints.clone()).unwrap());
+        case(format!("convert ties/i64->{to}"), &p, vec![input], corpus);
+    }
+}
+
 /// The reductions over axes of every type, on `[3, 2]` inputs.
 fn reductions_of<T: Sample>(rng: &mut Rng, corpus: &mut Vec<Json>)
 where
@@ -826,6 +905,29 @@ fn export_corpus() {
             3,
             &mut corpus,
         );
+    }
+    let mut convert_rng = Rng(0x510e_527f_ade6_82d1);
+    converts_of::<bool>(&mut convert_rng, &mut corpus);
+    converts_of::<i8>(&mut convert_rng, &mut corpus);
+    converts_of::<i16>(&mut convert_rng, &mut corpus);
+    converts_of::<i32>(&mut convert_rng, &mut corpus);
+    converts_of::<i64>(&mut convert_rng, &mut corpus);
+    converts_of::<u8>(&mut convert_rng, &mut corpus);
+    converts_of::<u16>(&mut convert_rng, &mut corpus);
+    converts_of::<u32>(&mut convert_rng, &mut corpus);
+    converts_of::<u64>(&mut convert_rng, &mut corpus);
+    converts_of::<f32>(&mut convert_rng, &mut corpus);
+    converts_of::<f64>(&mut convert_rng, &mut corpus);
+    #[cfg(feature = "half")]
+    {
+        converts_of::<half::f16>(&mut convert_rng, &mut corpus);
+        converts_of::<half::bf16>(&mut convert_rng, &mut corpus);
+        convert_ties(&mut corpus);
+    }
+    #[cfg(feature = "complex")]
+    {
+        converts_of::<num_complex::Complex<f32>>(&mut convert_rng, &mut corpus);
+        converts_of::<num_complex::Complex<f64>>(&mut convert_rng, &mut corpus);
     }
     let mut rng = Rng(0x5851_f42d_4c95_7f2d);
     reductions_of::<bool>(&mut rng, &mut corpus);

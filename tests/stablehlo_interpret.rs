@@ -410,6 +410,7 @@ where
         "sin" => Program::sin,
         "cos" => Program::cos,
         "tan" => Program::tan,
+        "convert" => Program::convert::<R>,
         op => panic!("no unary op {op}"),
     };
     let x: ArrayD<T> = tensor(&case["inputs"][0]);
@@ -435,7 +436,38 @@ where
 {
     match case["op"].as_str().unwrap() {
         "is_finite" => run_unary::<T, bool>(case),
+        "convert" => convert_of::<T>(case),
         _ => run_unary::<T, T>(case),
+    }
+}
+
+/// A `convert` case from `T`, to the type its expected result has.
+fn convert_of<T>(case: &Value) -> bool
+where
+    T: Elem + StableHloElement,
+    Tensor: From<ArrayD<T>>,
+{
+    match case["expected"]["type"].as_str().unwrap() {
+        "i1" => run_unary::<T, bool>(case),
+        "i8" => run_unary::<T, i8>(case),
+        "i16" => run_unary::<T, i16>(case),
+        "i32" => run_unary::<T, i32>(case),
+        "i64" => run_unary::<T, i64>(case),
+        "ui8" => run_unary::<T, u8>(case),
+        "ui16" => run_unary::<T, u16>(case),
+        "ui32" => run_unary::<T, u32>(case),
+        "ui64" => run_unary::<T, u64>(case),
+        "f32" => run_unary::<T, f32>(case),
+        "f64" => run_unary::<T, f64>(case),
+        #[cfg(feature = "half")]
+        "f16" => run_unary::<T, half::f16>(case),
+        #[cfg(feature = "half")]
+        "bf16" => run_unary::<T, half::bf16>(case),
+        #[cfg(feature = "complex")]
+        "complex<f32>" => run_unary::<T, num_complex::Complex<f32>>(case),
+        #[cfg(feature = "complex")]
+        "complex<f64>" => run_unary::<T, num_complex::Complex<f64>>(case),
+        _ => false,
     }
 }
 
@@ -480,22 +512,29 @@ fn unary_interpreter_tests_pass() {
         if done {
             ran += 1;
         } else {
-            *skipped.entry(format!("{ty} {}", case["op"])).or_default() += 1;
+            let to = case["expected"]["type"].as_str().unwrap();
+            *skipped
+                .entry(format!("{ty} {} {to}", case["op"]))
+                .or_default() += 1;
         }
     }
-    // Not run: sub-byte integers (no Rust type) and the types of features that are off.
+    // Not run: sub-byte integers (no Rust type) and the types of features that are off, on
+    // either side (a `convert`'s result type too).
     for what in skipped.keys() {
-        let ty = what.split(' ').next().unwrap();
-        let expected = matches!(ty, "i4" | "ui4")
-            || (cfg!(not(feature = "half")) && matches!(ty, "f16" | "bf16"))
-            || (cfg!(not(feature = "complex")) && ty.starts_with("complex"));
-        assert!(expected, "no test ran for {what}");
+        let mut words = what.split(' ');
+        let (ty, to) = (words.next().unwrap(), words.nth(1).unwrap());
+        let missing = |ty: &str| {
+            matches!(ty, "i4" | "ui4")
+                || (cfg!(not(feature = "half")) && matches!(ty, "f16" | "bf16"))
+                || (cfg!(not(feature = "complex")) && ty.starts_with("complex"))
+        };
+        assert!(missing(ty) || missing(to), "no test ran for {what}");
     }
     println!("{ran} unary interpreter tests passed; not run: {skipped:?}");
-    // 83 cases: 4 of sub-byte integers; 12 of `half` and 18 of complex numbers need those
+    // 108 cases: 8 of sub-byte integers; 12 of `half` and 25 of complex numbers need those
     // features.
-    let floor = 49
+    let floor = 63
         + if cfg!(feature = "half") { 12 } else { 0 }
-        + if cfg!(feature = "complex") { 18 } else { 0 };
+        + if cfg!(feature = "complex") { 25 } else { 0 };
     assert!(ran >= floor, "only {ran} cases ran, expected {floor}");
 }

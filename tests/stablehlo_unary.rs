@@ -220,3 +220,108 @@ fn unary_ops_print_as_stablehlo() {
         assert!(text.contains(line), "{line}\n{text}");
     }
 }
+
+/// `x` converted to `U` by a program.
+fn convert<T, U>(x: &[T]) -> Tensor
+where
+    T: StableHloElement + Clone,
+    U: StableHloElement,
+    Tensor: From<ndarray::ArrayD<T>>,
+{
+    let mut p = Program::new("c");
+    let v = p.parameter::<T>(&[x.len()]);
+    let y = p.convert::<U>(v).unwrap();
+    p.output(y).unwrap();
+    p.run(&[arr1(x).into_dyn().into()]).unwrap().remove(0)
+}
+
+/// `convert` as XLA's CPU compiler does where StableHLO leaves it open: integers wrap, floats
+/// round once to nearest (ties to even), floats to integers truncate and saturate (NaN: 0),
+/// anything to `bool` is `!= 0`.
+#[test]
+fn convert_follows_xla() {
+    let nan = f32::NAN;
+    let f = [2.9f32, -2.9, 300.0, -300.0, nan, f32::INFINITY, -0.0];
+    assert_eq!(
+        convert::<f32, i8>(&f),
+        Tensor::from(arr1(&[2i8, -2, 127, -128, 0, 127, 0]).into_dyn())
+    );
+    assert_eq!(
+        convert::<f32, u8>(&f),
+        Tensor::from(arr1(&[2u8, 0, 255, 0, 0, 255, 0]).into_dyn())
+    );
+    assert_eq!(
+        convert::<f32, bool>(&f),
+        Tensor::from(arr1(&[true, true, true, true, true, true, false]).into_dyn())
+    );
+    assert_eq!(
+        convert::<i32, i8>(&[300, -129, 127]),
+        Tensor::from(arr1(&[44i8, 127, 127]).into_dyn())
+    );
+    assert_eq!(
+        convert::<u8, i8>(&[255u8]),
+        Tensor::from(arr1(&[-1i8]).into_dyn())
+    );
+    assert_eq!(
+        convert::<bool, f64>(&[true, false]),
+        Tensor::from(arr1(&[1.0, 0.0]).into_dyn())
+    );
+    // One rounding, to nearest even: 2^24 + 1 is a tie in f32; 2^53 + 1 one in f64.
+    assert_eq!(
+        convert::<i32, f32>(&[16_777_217]),
+        Tensor::from(arr1(&[16_777_216f32]).into_dyn())
+    );
+    assert_eq!(
+        convert::<i64, f64>(&[(1 << 53) + 1, (1 << 53) + 3]),
+        Tensor::from(arr1(&[9007199254740992.0, 9007199254740996.0]).into_dyn())
+    );
+    assert_eq!(
+        convert::<f64, f32>(&[1.0 + f64::EPSILON, 1e300]),
+        Tensor::from(arr1(&[1.0f32, f32::INFINITY]).into_dyn())
+    );
+}
+
+/// Conversions to `f16` and `bf16` go through `f32`, as XLA's do: `1 + 2^-8 + 2^-30` is just
+/// above a `bf16` tie, but in `f32` it is the tie, which rounds to even (XLA gives `1.0` too;
+/// one rounding would give `1 + 2^-7`).
+#[cfg(feature = "half")]
+#[test]
+fn conversions_to_half_precision_go_through_f32() {
+    use half::{bf16, f16};
+    let x = [1.0 + 2f64.powi(-8) + 2f64.powi(-30)];
+    assert_eq!(
+        convert::<f64, bf16>(&x),
+        Tensor::from(arr1(&[bf16::ONE]).into_dyn())
+    );
+    let x = [1.0 + 2f64.powi(-11) + 2f64.powi(-40)];
+    assert_eq!(
+        convert::<f64, f16>(&x),
+        Tensor::from(arr1(&[f16::ONE]).into_dyn())
+    );
+    let x = [(1i64 << 62) + (1 << 54) + 1];
+    let want = bf16::from_f32((1u64 << 62) as f32);
+    assert_eq!(
+        convert::<i64, bf16>(&x),
+        Tensor::from(arr1(&[want]).into_dyn())
+    );
+}
+
+/// A complex number converts by its real part; a real one gets a zero imaginary part.
+#[cfg(feature = "complex")]
+#[test]
+fn complex_conversions_keep_the_real_part() {
+    use num_complex::Complex;
+    let z = [Complex::new(2.5f32, -1.0), Complex::new(0.0, 3.0)];
+    assert_eq!(
+        convert::<_, f64>(&z),
+        Tensor::from(arr1(&[2.5, 0.0]).into_dyn())
+    );
+    assert_eq!(
+        convert::<_, bool>(&z),
+        Tensor::from(arr1(&[true, false]).into_dyn())
+    );
+    assert_eq!(
+        convert::<i32, Complex<f64>>(&[-7]),
+        Tensor::from(arr1(&[Complex::new(-7.0, 0.0)]).into_dyn())
+    );
+}

@@ -4,7 +4,7 @@ OPS = {"abs": "abs", "negate": "neg", "sign": "sign", "not": "not", "floor": "fl
        "is_finite": "is_finite", "popcnt": "popcnt", "count_leading_zeros": "clz", "sqrt": "sqrt",
        "exponential": "exp", "exponential_minus_one": "expm1", "log": "log", "log_plus_one": "log1p",
        "logistic": "logistic", "tanh": "tanh", "rsqrt": "rsqrt", "cbrt": "cbrt", "sine": "sin",
-       "cosine": "cos", "tan": "tan"}
+       "cosine": "cos", "tan": "tan", "convert": "convert"}
 
 def parse_dense(body):
     # body: contents of dense<...>; returns flat list of value strings (complex as [re, im])
@@ -54,7 +54,7 @@ for hlo, op in OPS.items():
         if case["check"] == "almost":
             case["tolerance"] = float(tol.group(1)) if tol else 1e-4
         cases.append(case)
-json.dump({"source": "openxla/stablehlo stablehlo/tests/interpret/{abs,negate,sign,not,floor,ceil,round_nearest_even,round_nearest_afz,is_finite,popcnt,count_leading_zeros,sqrt,exponential,exponential_minus_one,log,log_plus_one,logistic,tanh,rsqrt,cbrt,sine,cosine,tan}.mlir (inputs and expected outputs)", "cases": cases}, open("/work/main/tests/data/stablehlo_interpret_unary.json", "w"), separators=(",", ":"))
+json.dump({"source": "openxla/stablehlo stablehlo/tests/interpret/{abs,negate,sign,not,floor,ceil,round_nearest_even,round_nearest_afz,is_finite,popcnt,count_leading_zeros,sqrt,exponential,exponential_minus_one,log,log_plus_one,logistic,tanh,rsqrt,cbrt,sine,cosine,tan,convert}.mlir (inputs and expected outputs)", "cases": cases}, open("/work/main/tests/data/stablehlo_interpret_unary.json", "w"), separators=(",", ":"))
 print(len(cases))
 from collections import Counter
 print(Counter((c["op"], c["inputs"][0]["type"]) for c in cases))

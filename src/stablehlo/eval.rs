@@ -4,7 +4,9 @@
 //! functions are the crate's own ([`crate::element`]), so results are those of the array ops,
 //! bit for bit.
 
-use super::{Binary, Direction, Node, Op, Reduction, Tensor, Unary, Value};
+use super::{
+    Binary, Direction, ElementType, Node, Op, Reduction, StableHloElement, Tensor, Unary, Value,
+};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
 use crate::engine::table::{self, Elementwise, Run};
@@ -623,6 +625,168 @@ macro_rules! complex {
 #[cfg(feature = "complex")]
 complex!(f32, f64);
 
+/// An element as `convert` reads it: every value of every element type, exactly.
+#[derive(Clone, Copy)]
+pub(super) enum Scalar {
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Complex(f64, f64),
+}
+
+/// A source element type of `convert`.
+pub(super) trait Load: Copy {
+    fn load(self) -> Scalar;
+}
+
+/// A destination element type of `convert`, with its rules for values it cannot hold
+/// (StableHLO leaves them to the implementation; these are XLA's CPU compiler's).
+trait Store {
+    fn store(s: Scalar) -> Self;
+}
+
+impl Load for bool {
+    #[inline(always)]
+    fn load(self) -> Scalar {
+        Scalar::Bool(self)
+    }
+}
+
+impl Store for bool {
+    /// Zero is `false` (a complex number's imaginary part is ignored).
+    #[inline(always)]
+    fn store(s: Scalar) -> bool {
+        match s {
+            Scalar::Bool(b) => b,
+            Scalar::Int(i) => i != 0,
+            Scalar::Float(v) | Scalar::Complex(v, _) => v != 0.0,
+        }
+    }
+}
+
+macro_rules! convert_ints {
+    ($($t:ty),*) => {$(
+        impl Load for $t {
+            #[inline(always)]
+            fn load(self) -> Scalar {
+                Scalar::Int(self as i128)
+            }
+        }
+        impl Store for $t {
+            /// Integers wrap; floats truncate toward zero and saturate, NaN giving 0.
+            #[inline(always)]
+            fn store(s: Scalar) -> $t {
+                match s {
+                    Scalar::Bool(b) => b as $t,
+                    Scalar::Int(i) => i as $t,
+                    Scalar::Float(v) | Scalar::Complex(v, _) => v as $t,
+                }
+            }
+        }
+    )*};
+}
+convert_ints!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+macro_rules! convert_floats {
+    ($($t:ty),*) => {$(
+        impl Load for $t {
+            #[inline(always)]
+            fn load(self) -> Scalar {
+                Scalar::Float(self as f64)
+            }
+        }
+        impl Store for $t {
+            /// Rounded to nearest, ties to even, once.
+            #[inline(always)]
+            fn store(s: Scalar) -> $t {
+                match s {
+                    Scalar::Bool(b) => u8::from(b) as $t,
+                    Scalar::Int(i) => i as $t,
+                    Scalar::Float(v) | Scalar::Complex(v, _) => v as $t,
+                }
+            }
+        }
+    )*};
+}
+convert_floats!(f32, f64);
+
+#[cfg(feature = "half")]
+macro_rules! convert_halves {
+    ($($t:ty),*) => {$(
+        impl Load for $t {
+            #[inline(always)]
+            fn load(self) -> Scalar {
+                Scalar::Float(self.to_f64())
+            }
+        }
+        impl Store for $t {
+            /// Through `f32` (rounded to nearest, ties to even, at each step), as XLA's CPU
+            /// compiler converts: from `f64` and wide integers that is two roundings.
+            #[inline(always)]
+            fn store(s: Scalar) -> $t {
+                <$t as crate::element::ViaF32>::narrow(<f32 as Store>::store(s))
+            }
+        }
+    )*};
+}
+#[cfg(feature = "half")]
+convert_halves!(half::f16, half::bf16);
+
+#[cfg(feature = "complex")]
+macro_rules! convert_complex {
+    ($($t:ty),*) => {$(
+        impl Load for num_complex::Complex<$t> {
+            #[inline(always)]
+            fn load(self) -> Scalar {
+                Scalar::Complex(self.re as f64, self.im as f64)
+            }
+        }
+        impl Store for num_complex::Complex<$t> {
+            /// Each part as a float is; a real value gets a zero imaginary part.
+            #[inline(always)]
+            fn store(s: Scalar) -> Self {
+                match s {
+                    Scalar::Complex(re, im) => Self::new(re as $t, im as $t),
+                    real => Self::new(<$t as Store>::store(real), 0.0),
+                }
+            }
+        }
+    )*};
+}
+#[cfg(feature = "complex")]
+convert_complex!(f32, f64);
+
+/// `convert` to `U`, as an element function of any source type.
+struct Convert<U>(std::marker::PhantomData<U>);
+
+impl<T: Load, U: Store> Elementwise<T, 1> for Convert<U> {
+    type Out = U;
+    #[inline(always)]
+    fn f([x]: [T; 1]) -> U {
+        U::store(x.load())
+    }
+}
+
+/// The conversion kernel from `T` to the element type `to`.
+pub(super) fn convert_kernel<T: Load + Clone>(to: ElementType) -> Option<Run<2>> {
+    macro_rules! to {
+        ($($(#[$cfg:meta])* $u:ty),*) => {$(
+            $(#[$cfg])*
+            if to == <$u as StableHloElement>::TYPE {
+                return Some(table::run::<T, Convert<$u>>);
+            }
+        )*};
+    }
+    to!(
+        bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64,
+        #[cfg(feature = "half")] half::f16,
+        #[cfg(feature = "half")] half::bf16,
+        #[cfg(feature = "complex")] num_complex::Complex<f32>,
+        #[cfg(feature = "complex")] num_complex::Complex<f64>
+    );
+    None
+}
+
 /// The type error of an op run on operands of other types than recorded (which `run`'s input
 /// checks rule out).
 fn mismatch(op: &'static str) -> BroadcastError {
@@ -717,6 +881,15 @@ pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Re
                 acc_dim[d] = Some(i);
             }
             fold(Reduction::Sum, "reduce_in_dim", x, shape, &acc_dim)
+        }
+        Op::Convert { x } => {
+            let x = get(x);
+            let run = x
+                .convert_kernel(node.ty)
+                .ok_or_else(|| mismatch("convert"))?;
+            let src = place("convert", x, None)?;
+            // SAFETY: the conversion from `x`'s type, into an output of the node's type.
+            unsafe { Tensor::collect_as(node.ty, "convert", shape, run, &[&src]) }
         }
         Op::Unary { op, x } => {
             let (x, name) = (get(x), op.names().0);
@@ -816,7 +989,12 @@ mod tests {
         let run = |k: table::Run<2>| {
             let mut out = vec![T::default(); x.len()];
             // SAFETY: `x.len()` inputs and output slots of `T`, the kernel's types.
-            unsafe { k([out.as_mut_ptr().cast(), x.as_ptr().cast_mut().cast()], x.len()) };
+            unsafe {
+                k(
+                    [out.as_mut_ptr().cast(), x.as_ptr().cast_mut().cast()],
+                    x.len(),
+                )
+            };
             out
         };
         let mut all = vec![run(table::run::<T, F>)];
@@ -833,7 +1011,14 @@ mod tests {
     /// special values, both ends of each range, and the paths their selects choose between.
     #[test]
     fn wide_copies_give_the_baselines_bits() {
-        let mut x: Vec<f64> = vec![0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-310];
+        let mut x: Vec<f64> = vec![
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1e-310,
+        ];
         let mut v = 1e-40;
         while v < 1e40 {
             x.extend([v, -v, v * 1.37, -v * 2.9]);

@@ -209,6 +209,36 @@ macro_rules! tensor_types {
                 None
             }
 
+            /// `kernel` over `inputs`, seen at `shape`, into a fresh tensor of type `ty`.
+            ///
+            /// # Safety
+            /// As [`table::collect`], for an output of type `ty`.
+            unsafe fn collect_as(
+                ty: ElementType,
+                op: &'static str,
+                shape: &[usize],
+                kernel: Run<2>,
+                inputs: &[&Operand<'_>],
+            ) -> Result<Tensor> {
+                $(
+                    $(#[$cfg])*
+                    if ty == <$t as StableHloElement>::TYPE {
+                        // SAFETY: as the caller promised; every element type of a tensor is
+                        // `Copy`.
+                        return unsafe { table::collect::<$t>(op, shape, kernel.into(), inputs) }
+                            .map(Tensor::$variant);
+                    }
+                )*
+                unreachable!("every element type is a tensor's")
+            }
+
+            /// The conversion kernel from this tensor's element type to `to`.
+            fn convert_kernel(&self, to: ElementType) -> Option<Run<2>> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(_) => eval::convert_kernel::<$t>(to),)*
+                }
+            }
+
             /// The array inside, as an operand to write at its own shape.
             fn output(&mut self) -> Operand<'_> {
                 match self {
@@ -585,6 +615,9 @@ enum Op {
         op: Unary,
         x: Value,
     },
+    Convert {
+        x: Value,
+    },
 }
 
 impl Op {
@@ -595,7 +628,8 @@ impl Op {
             Op::BroadcastInDim { x, .. }
             | Op::ReduceInDim { x, .. }
             | Op::Reduce { x, .. }
-            | Op::Unary { x, .. } => [Some(x), None, None],
+            | Op::Unary { x, .. }
+            | Op::Convert { x } => [Some(x), None, None],
             Op::Binary { lhs, rhs, .. } | Op::Compare { lhs, rhs, .. } => {
                 [Some(lhs), Some(rhs), None]
             }
@@ -953,6 +987,35 @@ impl Program {
     }
 
     /// The checks of a unary op: `x` is this program's, of an element type that has the op.
+    /// Records `convert`: `x`'s elements as `T`s (`stablehlo.convert`, JAX's
+    /// `lax.convert_element_type`), between any two element types. Exact where `T` holds the
+    /// value; otherwise as XLA's CPU compiler converts, which StableHLO leaves to it: integers
+    /// wrap, floats round to nearest (ties to even; to `f16` and `bf16` through `f32`, so from
+    /// `f64` and wide integers twice), floats to integers truncate toward zero and saturate
+    /// (NaN gives 0), anything to `bool` is `x != 0`, a complex number gives its real part and
+    /// a real one a zero imaginary part.
+    ///
+    /// ```
+    /// use ndarray::arr1;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("c");
+    /// let x = p.parameter::<f32>(&[4]);
+    /// let y = p.convert::<i8>(x).unwrap();
+    /// p.output(y).unwrap();
+    /// let out = p.run(&[arr1(&[2.9f32, -2.9, 300.0, f32::NAN]).into_dyn().into()]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(arr1(&[2i8, -2, 127, 0]).into_dyn()));
+    /// assert!(p.to_stablehlo().contains("stablehlo.convert %arg0 : (tensor<4xf32>) -> tensor<4xi8>"));
+    /// ```
+    ///
+    /// # Errors
+    /// [`BroadcastError::ElementType`] when `x` is not this program's.
+    pub fn convert<T: StableHloElement>(&mut self, x: Value) -> Result<Value> {
+        self.own("convert", &[x])?;
+        let shape = self.node(x).shape.clone();
+        Ok(self.push(Op::Convert { x }, shape, T::TYPE))
+    }
+
     fn unary(&mut self, op: Unary, x: Value) -> Result<Value> {
         let name = op.names().0;
         self.own(name, &[x])?;
@@ -1214,6 +1277,16 @@ impl Program {
                     fresh(
                         &mut body,
                         format!("stablehlo.{} {} : {types}", op.names().1, names[x.index]),
+                    )
+                }
+                Op::Convert { x } => {
+                    let in_ty = tensor_type(&self.node(*x).shape, self.node(*x).ty);
+                    fresh(
+                        &mut body,
+                        format!(
+                            "stablehlo.convert {} : ({in_ty}) -> {out_ty}",
+                            names[x.index]
+                        ),
                     )
                 }
                 Op::Reduce { op, x, axes } => {
