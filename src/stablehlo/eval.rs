@@ -631,6 +631,7 @@ pub(super) enum Scalar {
     Bool(bool),
     Int(i128),
     Float(f64),
+    #[cfg(feature = "complex")]
     Complex(f64, f64),
 }
 
@@ -659,7 +660,9 @@ impl Store for bool {
         match s {
             Scalar::Bool(b) => b,
             Scalar::Int(i) => i != 0,
-            Scalar::Float(v) | Scalar::Complex(v, _) => v != 0.0,
+            Scalar::Float(v) => v != 0.0,
+            #[cfg(feature = "complex")]
+            Scalar::Complex(v, _) => v != 0.0,
         }
     }
 }
@@ -679,7 +682,9 @@ macro_rules! convert_ints {
                 match s {
                     Scalar::Bool(b) => b as $t,
                     Scalar::Int(i) => i as $t,
-                    Scalar::Float(v) | Scalar::Complex(v, _) => v as $t,
+                    Scalar::Float(v) => v as $t,
+                    #[cfg(feature = "complex")]
+                    Scalar::Complex(v, _) => v as $t,
                 }
             }
         }
@@ -702,7 +707,9 @@ macro_rules! convert_floats {
                 match s {
                     Scalar::Bool(b) => u8::from(b) as $t,
                     Scalar::Int(i) => i as $t,
-                    Scalar::Float(v) | Scalar::Complex(v, _) => v as $t,
+                    Scalar::Float(v) => v as $t,
+                    #[cfg(feature = "complex")]
+                    Scalar::Complex(v, _) => v as $t,
                 }
             }
         }
