@@ -22,6 +22,7 @@
 
 mod alloc;
 mod fresh;
+pub(crate) mod fused;
 mod kernel;
 mod operand;
 pub(crate) mod parallel;
@@ -43,11 +44,38 @@ pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 use kernel::Block;
 pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};
-pub(crate) use operand::{Operand, Src};
+pub(crate) use operand::{Operand, Src, Strides};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Order, Plan};
 pub(crate) use reduce::reduce;
 use stream::Write;
+
+/// An uninitialised array of shape `shape`, for a writer that fills every element, laid out as
+/// a result read from inputs of `strides` (at `shape`) is ([`Fresh::FollowInputs`]); an error
+/// when it cannot be allocated.
+pub(crate) fn uninit_like<C>(
+    op: &'static str,
+    shape: &[usize],
+    strides: &[&[isize]],
+) -> Result<ndarray::ArrayD<MaybeUninit<C>>> {
+    let order = output_order(shape, strides);
+    alloc::uninit::<C, ndarray::IxDyn>(op, ndarray::IxDyn(shape), order.as_ref())
+}
+
+/// The strides of a result of `shape` read from inputs of `strides`, as [`uninit_like`] lays
+/// it out.
+pub(crate) fn strides_like(shape: &[usize], strides: &[&[isize]]) -> operand::Strides {
+    let order = output_order(shape, strides);
+    let order = order.as_ref();
+    let mut out: operand::Strides = smallvec::smallvec![0; shape.len()];
+    let mut step = 1isize;
+    for i in (0..shape.len()).rev() {
+        let d = order.outer(i, shape.len());
+        out[d] = step;
+        step = step.wrapping_mul(shape[d] as isize);
+    }
+    out
+}
 
 /// How a fresh result is laid out.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -334,7 +334,7 @@ impl<const N: usize> BlockKernel<N> for TableKernel<'_, N> {
 /// Every element read is initialised and every element written valid for a write, each aligned
 /// for its size's stand-in; the two do not overlap.
 #[inline(never)]
-unsafe fn copy_strided(
+pub(super) unsafe fn copy_strided(
     src: *const u8,
     from: isize,
     dst: *mut u8,
@@ -368,7 +368,7 @@ unsafe fn copy_strided(
 }
 
 /// A table kernel of any operand count.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Kernel {
     /// One input.
     Map(Run<2>),
@@ -376,6 +376,17 @@ pub(crate) enum Kernel {
     Zip(Run<3>),
     /// Three inputs.
     Zip3(Run<4>),
+}
+
+impl Kernel {
+    /// How many inputs it reads.
+    pub(crate) fn inputs(self) -> usize {
+        match self {
+            Kernel::Map(_) => 1,
+            Kernel::Zip(_) => 2,
+            Kernel::Zip3(_) => 3,
+        }
+    }
 }
 
 impl From<Run<2>> for Kernel {

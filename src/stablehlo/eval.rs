@@ -796,7 +796,7 @@ pub(super) fn convert_kernel<T: Load + Clone>(to: ElementType) -> Option<Run<2>>
 
 /// The type error of an op run on operands of other types than recorded (which `run`'s input
 /// checks rule out).
-fn mismatch(op: &'static str) -> BroadcastError {
+pub(super) fn mismatch(op: &'static str) -> BroadcastError {
     BroadcastError::ElementType {
         op,
         types: String::new(),

@@ -48,6 +48,8 @@ use crate::engine::{Operand, Src};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_check, select_shape};
 
+mod compile;
+pub use compile::Executable;
 mod eval;
 mod math;
 use eval::{eval, Kernels};
@@ -107,7 +109,70 @@ macro_rules! tensor_types {
             )*
         }
 
+        /// A fresh tensor of any element type whose elements are not written yet.
+        enum Unwritten {
+            $(
+                $(#[$cfg])*
+                $variant(ArrayD<std::mem::MaybeUninit<$t>>),
+            )*
+        }
+
+        impl Unwritten {
+            /// A fresh tensor of `ty` and `shape`, laid out as a result read from inputs of
+            /// `strides` ([`crate::engine::uninit_like`]); an error when it cannot be allocated.
+            fn new(ty: ElementType, op: &'static str, shape: &[usize], strides: &[&[isize]]) -> Result<Unwritten> {
+                $(
+                    $(#[$cfg])*
+                    if ty == <$t as StableHloElement>::TYPE {
+                        return crate::engine::uninit_like::<$t>(op, shape, strides).map(Unwritten::$variant);
+                    }
+                )*
+                unreachable!("every element type is a tensor's")
+            }
+
+            /// The array, as an operand to write.
+            fn operand(&mut self) -> Operand<'_> {
+                match self {
+                    $($(#[$cfg])* Unwritten::$variant(a) => Operand::output(a),)*
+                }
+            }
+
+            /// The tensor, written.
+            ///
+            /// # Safety
+            /// Every element was written.
+            unsafe fn assume_init(self) -> Tensor {
+                match self {
+                    // SAFETY: as the caller promised.
+                    $($(#[$cfg])* Unwritten::$variant(a) => Tensor::$variant(unsafe { a.assume_init() }),)*
+                }
+            }
+        }
+
         impl Tensor {
+            /// An empty tensor of `ty` (shape `[0]`): its kernels, for a type known by name.
+            fn empty(ty: ElementType) -> Tensor {
+                $(
+                    $(#[$cfg])*
+                    if ty == <$t as StableHloElement>::TYPE {
+                        return Tensor::$variant(ArrayD::from_shape_vec(ndarray::IxDyn(&[0]), Vec::new()).expect("an empty shape"));
+                    }
+                )*
+                unreachable!("every element type is a tensor's")
+            }
+
+            /// `src`'s elements into this tensor, of the same type and shape.
+            fn assign_from(&mut self, op: &'static str, src: &Tensor) -> Result<()> {
+                crate::front::check_out(op, src.shape(), self.shape())?;
+                match (self, src) {
+                    $($(#[$cfg])* (Tensor::$variant(a), Tensor::$variant(b)) => {
+                        a.assign(b);
+                        Ok(())
+                    })*
+                    (a, b) => Err(type_error(op, &[a.element_type(), b.element_type()], "an output of another type than the program's")),
+                }
+            }
+
             /// Its element type.
             pub fn element_type(&self) -> ElementType {
                 match self {
@@ -753,6 +818,32 @@ impl Program {
 
     /// `Ok` when every one of `values` is this program's (made by it, or by a program it was
     /// cloned from before the clone): an error (not a panic) for a handle of another one.
+    /// A slot per node, the parameters' holding `inputs` (read in place), after checking their
+    /// count, types and shapes.
+    fn inputs<'t>(&self, op: &'static str, inputs: &'t [Tensor]) -> Result<Vec<Option<Cow<'t, Tensor>>>> {
+        if inputs.len() != self.params.len() {
+            return Err(BroadcastError::ElementType {
+                op,
+                types: format!("{} inputs", inputs.len()),
+                reason: format!("the program has {} parameters", self.params.len()),
+            });
+        }
+        let mut values: Vec<Option<Cow<'t, Tensor>>> = vec![None; self.nodes.len()];
+        for (p, input) in self.params.iter().zip(inputs) {
+            let node = self.node(*p);
+            if input.element_type() != node.ty {
+                return Err(type_error(
+                    op,
+                    &[input.element_type(), node.ty],
+                    "an input of the wrong type",
+                ));
+            }
+            crate::front::check_out(op, &node.shape, input.shape())?;
+            values[p.index] = Some(Cow::Borrowed(input));
+        }
+        Ok(values)
+    }
+
     fn own(&self, op: &'static str, values: &[Value]) -> Result<()> {
         let mine = |v: &Value| {
             (v.program == self.id && v.index < self.nodes.len())
@@ -1083,13 +1174,6 @@ impl Program {
     /// [`BroadcastError::ElementType`] or [`BroadcastError::OutputShape`] when an input does
     /// not have its parameter's type or shape; any error of an op (allocation).
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        if inputs.len() != self.params.len() {
-            return Err(BroadcastError::ElementType {
-                op: "run",
-                types: format!("{} inputs", inputs.len()),
-                reason: format!("the program has {} parameters", self.params.len()),
-            });
-        }
         // Inputs and constants are read where they are; a value is dropped after the last node
         // that reads it, unless it is an output; an output is moved out, copied only where it
         // is also an input, a constant or another output.
@@ -1102,19 +1186,7 @@ impl Program {
         for v in &self.outputs {
             last_read[v.index] = usize::MAX;
         }
-        let mut values: Vec<Option<Cow<'_, Tensor>>> = vec![None; self.nodes.len()];
-        for (p, input) in self.params.iter().zip(inputs) {
-            let node = self.node(*p);
-            if input.element_type() != node.ty {
-                return Err(type_error(
-                    "run",
-                    &[input.element_type(), node.ty],
-                    "an input of the wrong type",
-                ));
-            }
-            crate::front::check_out("run", &node.shape, input.shape())?;
-            values[p.index] = Some(Cow::Borrowed(input));
-        }
+        let mut values = self.inputs("run", inputs)?;
         for (i, node) in self.nodes.iter().enumerate() {
             if values[i].is_some() {
                 continue;

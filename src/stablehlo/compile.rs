@@ -1,0 +1,539 @@
+//! [`Program::compile`]: the program's elementwise ops fused into loops.
+//!
+//! Nodes of one shape whose operands are computed before them (or among them) join a group;
+//! a group runs as one fused loop of the engine ([`crate::engine::fused`]), its intermediates
+//! chunk by chunk in per-thread buffers, so a chain of elementwise ops costs one pass over
+//! memory. `broadcast_in_dim` is a stride-0 read of its operand, never a copy. A group closes
+//! when something outside it reads one of its members (a reduction, another shape's group):
+//! that member is then written to an array, and so is every program output. Reductions run
+//! as in [`Program::run`]. The kernels are those of `Program::run`, so the results are its own,
+//! bit for bit.
+
+use std::borrow::Cow;
+
+use super::eval::{eval, mismatch};
+use super::{Direction, ElementType, Op, Program, Tensor, Unwritten, Value};
+use crate::engine::fused::{self, Chain, Step, MAX_OPERANDS};
+use crate::engine::table::{self, Kernel};
+use crate::engine::Operand;
+use crate::engine::Strides;
+use crate::error::{BroadcastError, Result};
+use crate::shape::{binary_plan, iota};
+
+/// A compiled [`Program`]: run it with [`Executable::run`] or, writing into the caller's arrays,
+/// [`Executable::run_into`].
+///
+/// ```
+/// use ndarray::{arr1, arr2};
+/// use xla_bcast::stablehlo::{Program, Tensor};
+///
+/// // relu(x + b): one fused loop, `b` read as a broadcast row.
+/// let mut p = Program::new("bias_relu");
+/// let x = p.parameter::<f32>(&[2, 3]);
+/// let b = p.parameter::<f32>(&[3]);
+/// let s = p.add(x, b, &[1]).unwrap();
+/// let zero = p.constant(0.0f32);
+/// let y = p.max(s, zero, &[]).unwrap();
+/// p.output(y).unwrap();
+/// let exe = p.compile().unwrap();
+/// let inputs = [
+///     arr2(&[[1.0f32, -2.0, 3.0], [-4.0, 5.0, -6.0]]).into_dyn().into(),
+///     arr1(&[0.5f32, 0.5, 0.5]).into_dyn().into(),
+/// ];
+/// let out = exe.run(&inputs).unwrap();
+/// assert_eq!(out[0], Tensor::from(arr2(&[[1.5f32, 0.0, 3.5], [0.0, 5.5, 0.0]]).into_dyn()));
+/// assert_eq!(out, p.run(&inputs).unwrap());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Executable {
+    program: Program,
+    stages: Vec<Stage>,
+    /// For each stage, the values it reads for the last time (dropped after it, unless they
+    /// are outputs).
+    drops: Vec<Vec<usize>>,
+}
+
+/// One step of an executable.
+#[derive(Debug, Clone)]
+enum Stage {
+    /// A node evaluated as [`Program::run`] does (a reduction).
+    Node(usize),
+    /// A fused loop.
+    Group(Group),
+}
+
+/// A fused loop over `shape`: registers `0..inputs.len()` read the inputs (a value placed at
+/// `shape` by dims), the next `outputs.len()` are the members written to arrays, the rest the
+/// members kept in buffers.
+#[derive(Debug, Clone)]
+struct Group {
+    shape: Vec<usize>,
+    inputs: Vec<(usize, Vec<usize>)>,
+    outputs: Vec<usize>,
+    sizes: Vec<usize>,
+    steps: Vec<Step>,
+}
+
+/// A group while the program is read.
+struct Building {
+    shape: Vec<usize>,
+    members: Vec<usize>,
+    open: bool,
+}
+
+/// Whether the node is elementwise at its shape (a member of a fused loop).
+fn fusible(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Binary { .. }
+            | Op::Compare { .. }
+            | Op::Select { .. }
+            | Op::Clamp { .. }
+            | Op::Unary { .. }
+            | Op::Convert { .. }
+            | Op::BroadcastInDim { .. }
+    )
+}
+
+impl Program {
+    /// The program compiled for [`Executable::run`]: its elementwise ops fused into loops that
+    /// make one pass over memory each, their intermediates in per-thread buffers (see
+    /// [`Executable`]). The results are [`Program::run`]'s, bit for bit.
+    ///
+    /// # Errors
+    /// [`BroadcastError::ElementType`] for a program with no outputs.
+    pub fn compile(&self) -> Result<Executable> {
+        if self.outputs.is_empty() {
+            return Err(BroadcastError::ElementType {
+                op: "compile",
+                types: String::new(),
+                reason: "the program has no outputs".to_string(),
+            });
+        }
+        let n = self.nodes.len();
+        let mut group_of: Vec<Option<usize>> = vec![None; n];
+        let mut groups: Vec<Building> = Vec::new();
+        // Stages in order: a node, or a group by its index in `groups`.
+        let mut order: Vec<Result<usize, usize>> = Vec::new();
+        let close = |g: usize, groups: &mut Vec<Building>, order: &mut Vec<Result<usize, usize>>| {
+            if groups[g].open {
+                groups[g].open = false;
+                order.push(Err(g));
+            }
+        };
+        for (i, node) in self.nodes.iter().enumerate() {
+            let operands = node.op.operands();
+            if !fusible(&node.op) {
+                // A reduction reads its operand as an array: its group closes before it.
+                for v in operands.into_iter().flatten() {
+                    if let Some(g) = group_of[v.index] {
+                        close(g, &mut groups, &mut order);
+                    }
+                }
+                if !matches!(node.op, Op::Parameter | Op::Constant(_)) {
+                    order.push(Ok(i));
+                }
+                continue;
+            }
+            // Operands read as registers: members of an open group of this shape, at their own
+            // shape (broadcast_in_dim reads its operand through a view: never a register).
+            let register = |v: &Value| {
+                !matches!(node.op, Op::BroadcastInDim { .. })
+                    && self.nodes[v.index].shape == node.shape
+            };
+            let mut home: Option<usize> = None;
+            for v in operands.into_iter().flatten() {
+                let Some(g) = group_of[v.index] else { continue };
+                if !groups[g].open {
+                    continue;
+                }
+                if !register(&v) || home.is_some_and(|h| h != g) {
+                    // Read from outside the group: it is written to an array first.
+                    close(g, &mut groups, &mut order);
+                } else {
+                    home = Some(g);
+                }
+            }
+            let home = home.filter(|&g| groups[g].open).or_else(|| {
+                // No operand in a group: the latest open group of this shape takes it.
+                (0..groups.len())
+                    .rev()
+                    .find(|&g| groups[g].open && groups[g].shape == node.shape)
+            });
+            // A group's operands (inputs and outputs) are bounded: at most two per member.
+            let g = match home.filter(|&g| 2 * (groups[g].members.len() + 1) <= MAX_OPERANDS) {
+                Some(g) => g,
+                None => {
+                    if let Some(g) = home {
+                        close(g, &mut groups, &mut order);
+                    }
+                    groups.push(Building {
+                        shape: node.shape.clone(),
+                        members: Vec::new(),
+                        open: true,
+                    });
+                    groups.len() - 1
+                }
+            };
+            groups[g].members.push(i);
+            group_of[i] = Some(g);
+        }
+        for g in 0..groups.len() {
+            close(g, &mut groups, &mut order);
+        }
+        // Which members are written to arrays: outputs, and those read outside their group.
+        let mut needed = vec![false; n];
+        for v in &self.outputs {
+            needed[v.index] = true;
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            for v in node.op.operands().into_iter().flatten() {
+                if group_of[v.index].is_some() && group_of[v.index] != group_of[i] {
+                    needed[v.index] = true;
+                }
+            }
+        }
+        let mut stages = Vec::with_capacity(order.len());
+        for stage in order {
+            stages.push(match stage {
+                Ok(i) => Stage::Node(i),
+                Err(g) => Stage::Group(self.group(&groups[g].members, &groups[g].shape, &needed)?),
+            });
+        }
+        // The last stage that reads each value.
+        let mut last: Vec<Option<usize>> = vec![None; n];
+        for (s, stage) in stages.iter().enumerate() {
+            let reads: Vec<usize> = match stage {
+                Stage::Node(i) => {
+                    self.nodes[*i].op.operands().into_iter().flatten().map(|v| v.index).collect()
+                }
+                Stage::Group(g) => g.inputs.iter().map(|&(v, _)| v).collect(),
+            };
+            for v in reads {
+                last[v] = Some(s);
+            }
+        }
+        let mut drops = vec![Vec::new(); stages.len()];
+        for (v, s) in last.iter().enumerate() {
+            if let Some(s) = *s {
+                if !self.outputs.iter().any(|o| o.index == v) {
+                    drops[s].push(v);
+                }
+            }
+        }
+        Ok(Executable {
+            program: self.clone(),
+            stages,
+            drops,
+        })
+    }
+
+    /// The fused loop of `members` (node indices, in order) over `shape`, writing the members
+    /// `needed` says to arrays.
+    fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Group> {
+        let size = |ty: ElementType| Tensor::empty(ty).element_size();
+        let is_member = |v: &Value| members.contains(&v.index);
+        // Inputs: every operand that is not a member, placed at the shape as its op places it.
+        let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut reads: Vec<Vec<(Value, Option<Vec<usize>>)>> = Vec::new();
+        for &i in members {
+            let node = &self.nodes[i];
+            let own = |v: &Value| Some(iota(self.nodes[v.index].shape.len()).to_vec());
+            let placed: Vec<(Value, Option<Vec<usize>>)> = match &node.op {
+                Op::Binary { lhs, rhs, dims, .. } | Op::Compare { lhs, rhs, dims, .. } => {
+                    let name = self.op_name(i);
+                    let (l, r) = (&self.nodes[lhs.index].shape, &self.nodes[rhs.index].shape);
+                    let plan = binary_plan(name, l, r, dims)?;
+                    vec![(*lhs, Some(plan.lhs_dims.to_vec())), (*rhs, Some(plan.rhs_dims.to_vec()))]
+                }
+                Op::BroadcastInDim { x, dims } => vec![(*x, Some(dims.clone()))],
+                Op::Select { pred, on_true, on_false } => {
+                    vec![(*pred, own(pred)), (*on_true, own(on_true)), (*on_false, own(on_false))]
+                }
+                Op::Clamp { min, x, max } => vec![(*x, own(x)), (*min, own(min)), (*max, own(max))],
+                Op::Unary { x, .. } | Op::Convert { x } => vec![(*x, own(x))],
+                _ => unreachable!("only elementwise nodes join a group"),
+            };
+            let placed: Vec<_> = placed
+                .into_iter()
+                .map(|(v, dims)| match is_member(&v) && !matches!(node.op, Op::BroadcastInDim { .. }) {
+                    true => (v, None),
+                    false => (v, dims),
+                })
+                .collect();
+            for (v, dims) in &placed {
+                if let Some(dims) = dims {
+                    if !inputs.iter().any(|(w, d)| *w == v.index && d == dims) {
+                        inputs.push((v.index, dims.clone()));
+                    }
+                }
+            }
+            reads.push(placed);
+        }
+        let outputs: Vec<usize> = members.iter().copied().filter(|&m| needed[m]).collect();
+        let temps: Vec<usize> = members.iter().copied().filter(|&m| !needed[m]).collect();
+        let base = inputs.len();
+        let register_of = |m: usize| match outputs.iter().position(|&o| o == m) {
+            Some(k) => base + k,
+            None => base + outputs.len() + temps.iter().position(|&t| t == m).expect("a member"),
+        };
+        let mut sizes: Vec<usize> = inputs.iter().map(|&(v, _)| size(self.nodes[v].ty)).collect();
+        sizes.extend(outputs.iter().chain(&temps).map(|&m| size(self.nodes[m].ty)));
+        let mut steps = Vec::with_capacity(members.len());
+        for (&i, placed) in members.iter().zip(&reads) {
+            let node = &self.nodes[i];
+            let reg: Vec<usize> = placed
+                .iter()
+                .map(|(v, dims)| match dims {
+                    None => register_of(v.index),
+                    Some(d) => inputs.iter().position(|(w, e)| *w == v.index && e == d).expect("an input"),
+                })
+                .collect();
+            let ty_of = |k: usize| self.nodes[placed[k].0.index].ty;
+            let name = self.op_name(i);
+            let (kernel, args): (Kernel, [usize; 3]) = match &node.op {
+                Op::Binary { op, .. } => {
+                    let run = Tensor::empty(ty_of(0)).binary_kernel(*op).ok_or_else(|| mismatch(name))?;
+                    (run.into(), [reg[0], reg[1], 0])
+                }
+                Op::Compare { dir, .. } => {
+                    // `a > b` is `b < a`, and `a >= b` is `b <= a`, as `Program::run` does.
+                    let (dir, a, b) = match dir {
+                        Direction::Gt => (Direction::Lt, reg[1], reg[0]),
+                        Direction::Ge => (Direction::Le, reg[1], reg[0]),
+                        dir => (*dir, reg[0], reg[1]),
+                    };
+                    let run = Tensor::empty(ty_of(0)).compare_kernel(dir).ok_or_else(|| mismatch(name))?;
+                    (run.into(), [a, b, 0])
+                }
+                Op::Select { .. } => {
+                    let run = table::select(size(node.ty)).ok_or_else(|| mismatch(name))?;
+                    (run.into(), [reg[0], reg[1], reg[2]])
+                }
+                Op::Clamp { .. } => {
+                    let run = Tensor::empty(node.ty).clamp_kernel().ok_or_else(|| mismatch(name))?;
+                    (run.into(), [reg[0], reg[1], reg[2]])
+                }
+                Op::Unary { op, .. } => {
+                    let run = Tensor::empty(ty_of(0)).unary_kernel(*op).ok_or_else(|| mismatch(name))?;
+                    (run.into(), [reg[0], 0, 0])
+                }
+                Op::Convert { .. } => {
+                    let run = Tensor::empty(ty_of(0)).convert_kernel(node.ty).ok_or_else(|| mismatch(name))?;
+                    (run.into(), [reg[0], 0, 0])
+                }
+                Op::BroadcastInDim { .. } => {
+                    let run = table::copy(size(node.ty)).ok_or_else(|| mismatch(name))?;
+                    (run.into(), [reg[0], 0, 0])
+                }
+                _ => unreachable!("only elementwise nodes join a group"),
+            };
+            steps.push(Step {
+                kernel,
+                out: register_of(i),
+                args,
+            });
+        }
+        debug_assert!(base + outputs.len() <= MAX_OPERANDS);
+        Ok(Group {
+            shape: shape.to_vec(),
+            inputs,
+            outputs,
+            sizes,
+            steps,
+        })
+    }
+
+    /// The crate's name of node `i`'s op, for errors.
+    fn op_name(&self, i: usize) -> &'static str {
+        match &self.nodes[i].op {
+            Op::Binary { op, .. } => op.names().0,
+            Op::Compare { dir, .. } => dir.names().0,
+            Op::Unary { op, .. } => op.names().0,
+            Op::Reduce { op, .. } => op.names().0,
+            Op::Select { .. } => "select",
+            Op::Clamp { .. } => "clamp",
+            Op::Convert { .. } => "convert",
+            Op::BroadcastInDim { .. } => "broadcast_in_dim",
+            Op::ReduceInDim { .. } => "reduce_in_dim",
+            Op::Parameter => "parameter",
+            Op::Constant(_) => "constant",
+        }
+    }
+}
+
+impl Executable {
+    /// Runs the program on `inputs` (one per parameter, in order), as [`Program::run`] does and
+    /// with its results, bit for bit.
+    ///
+    /// # Errors
+    /// As [`Program::run`]: the wrong count, type or shape of inputs, or a result too large to
+    /// allocate.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut values = self.execute(inputs, &mut [])?;
+        let outputs = &self.program.outputs;
+        let mut results = Vec::with_capacity(outputs.len());
+        for (k, v) in outputs.iter().enumerate() {
+            let value = match outputs[k + 1..].contains(v) {
+                true => values[v.index].clone(),
+                false => values[v.index].take(),
+            };
+            results.push(value.expect("every output was computed").into_owned());
+        }
+        Ok(results)
+    }
+
+    /// Runs the program on `inputs`, writing its results into `outputs` (one per output, of its
+    /// type and shape, any layout): an output a fused loop computes is written there in place,
+    /// the others are copied in. Nothing the size of an output is allocated for it, so a loop
+    /// that calls this allocates only the intermediates reductions need.
+    ///
+    /// ```
+    /// use ndarray::{arr1, Array1};
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("scale");
+    /// let x = p.parameter::<f64>(&[3]);
+    /// let two = p.constant(2.0f64);
+    /// let y = p.mul(x, two, &[]).unwrap();
+    /// p.output(y).unwrap();
+    /// let exe = p.compile().unwrap();
+    /// let mut out = [Tensor::from(Array1::<f64>::zeros(3).into_dyn())];
+    /// exe.run_into(&[arr1(&[1.0, 2.0, 3.0]).into_dyn().into()], &mut out).unwrap();
+    /// assert_eq!(out[0], Tensor::from(arr1(&[2.0, 4.0, 6.0]).into_dyn()));
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Executable::run`]; and [`BroadcastError::ElementType`] or
+    /// [`BroadcastError::OutputShape`] for outputs of the wrong count, type or shape.
+    pub fn run_into(&self, inputs: &[Tensor], outputs: &mut [Tensor]) -> Result<()> {
+        let program = &self.program;
+        if outputs.len() != program.outputs.len() {
+            return Err(BroadcastError::ElementType {
+                op: "run_into",
+                types: format!("{} outputs", outputs.len()),
+                reason: format!("the program has {} outputs", program.outputs.len()),
+            });
+        }
+        for (out, v) in outputs.iter().zip(&program.outputs) {
+            let node = program.node(*v);
+            if out.element_type() != node.ty {
+                return Err(super::type_error(
+                    "run_into",
+                    &[out.element_type(), node.ty],
+                    "an output of another type than the program's",
+                ));
+            }
+            crate::front::check_out("run_into", &node.shape, out.shape())?;
+        }
+        let values = self.execute(inputs, outputs)?;
+        for (out, v) in outputs.iter_mut().zip(&program.outputs) {
+            if let Some(value) = &values[v.index] {
+                out.assign_from("run_into", value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs every stage; the outputs in `direct` (checked: one per program output, or none)
+    /// that a fused loop computes are written in place and left out of the values returned.
+    fn execute<'t>(
+        &'t self,
+        inputs: &'t [Tensor],
+        direct: &mut [Tensor],
+    ) -> Result<Vec<Option<Cow<'t, Tensor>>>> {
+        let program = &self.program;
+        let mut values = program.inputs("run", inputs)?;
+        for (i, node) in program.nodes.iter().enumerate() {
+            if let Op::Constant(t) = &node.op {
+                values[i] = Some(Cow::Borrowed(t));
+            }
+        }
+        // An output written once, and read by nothing after its loop, goes to the caller's
+        // array: its program output's index.
+        let has_direct = !direct.is_empty();
+        let direct_slot = |m: usize| -> Option<usize> {
+            if !has_direct {
+                return None;
+            }
+            let mut slots = program.outputs.iter().enumerate().filter(|(_, v)| v.index == m);
+            let (k, _) = slots.next()?;
+            let read_later = self
+                .stages
+                .iter()
+                .any(|s| matches!(s, Stage::Group(g) if g.inputs.iter().any(|&(v, _)| v == m)))
+                || program.nodes.iter().any(|node| {
+                    !fusible(&node.op) && node.op.operands().into_iter().flatten().any(|v| v.index == m)
+                });
+            (slots.next().is_none() && !read_later).then_some(k)
+        };
+        for (s, stage) in self.stages.iter().enumerate() {
+            match stage {
+                Stage::Node(i) => {
+                    let get = |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
+                    let out = eval(&program.nodes[*i], get)?;
+                    values[*i] = Some(Cow::Owned(out));
+                }
+                Stage::Group(g) => {
+                    let mut placed: Vec<Operand<'_>> = Vec::with_capacity(g.sizes.len());
+                    for (v, dims) in &g.inputs {
+                        let t = values[*v].as_ref().expect("values are made in order");
+                        placed.push(t.placed("run", &g.shape, dims)?);
+                    }
+                    // Each member laid out as `Program::run` lays it out (from its operands'
+                    // layouts), so that a reduction reading it adds in the same order.
+                    let mut layout: Vec<Strides> = placed.iter().map(|o| o.strides.iter().copied().collect()).collect();
+                    layout.resize(g.sizes.len(), Strides::new());
+                    for st in &g.steps {
+                        let args = &st.args[..st.kernel.inputs()];
+                        let strides: Vec<&[isize]> = args.iter().map(|&a| &layout[a][..]).collect();
+                        layout[st.out] = crate::engine::strides_like(&g.shape, &strides);
+                    }
+                    let mut fresh: Vec<(usize, Unwritten)> = Vec::new();
+                    for (k, &m) in g.outputs.iter().enumerate() {
+                        if direct_slot(m).is_none() {
+                            let own = [&layout[g.inputs.len() + k][..]];
+                            fresh.push((m, Unwritten::new(program.nodes[m].ty, "run", &g.shape, &own)?));
+                        }
+                    }
+                    {
+                        let mut operands = placed;
+                        let mut fresh_iter = fresh.iter_mut();
+                        let mut slots: Vec<Option<&mut Tensor>> = direct.iter_mut().map(Some).collect();
+                        for &m in &g.outputs {
+                            match direct_slot(m) {
+                                Some(k) => {
+                                    let out = slots[k].take().expect("one member per output");
+                                    operands.push(out.output());
+                                }
+                                None => operands.push(fresh_iter.next().expect("allocated").1.operand()),
+                            }
+                        }
+                        let written: Vec<bool> =
+                            (0..operands.len()).map(|k| k >= g.inputs.len()).collect();
+                        let chain = Chain {
+                            operands: &operands,
+                            written: &written,
+                            sizes: &g.sizes,
+                            steps: &g.steps,
+                        };
+                        // SAFETY: the steps' kernels were chosen for their registers' types
+                        // (`Program::group`); each reads inputs or earlier steps' registers and
+                        // each member is written by its one step; the outputs are fresh arrays
+                        // or the caller's (borrowed mutably, distinct from the inputs) of the
+                        // group's shape; the inputs are placed at it.
+                        unsafe { fused::run(&g.shape, &chain) };
+                    }
+                    for (m, t) in fresh {
+                        // SAFETY: the fused loop wrote every element of each output.
+                        values[m] = Some(Cow::Owned(unsafe { t.assume_init() }));
+                    }
+                }
+            }
+            for &v in &self.drops[s] {
+                values[v] = None;
+            }
+        }
+        Ok(values)
+    }
+}

@@ -1,0 +1,298 @@
+//! `Program::compile`: fused executables give `Program::run`'s results bit for bit, on the
+//! workloads of real models and on random programs, allocating or into the caller's arrays;
+//! bad inputs and outputs are errors.
+
+use ndarray::{ArrayD, IxDyn, ShapeBuilder};
+use xla_bcast::stablehlo::{Executable, Program, Tensor, Value};
+use xla_bcast::BroadcastError;
+
+/// A deterministic generator (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn f32(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
+    }
+}
+
+/// An `f32` tensor of `shape`, in F order when `fortran` (the engine reads any layout).
+fn tensor(rng: &mut Rng, shape: &[usize], fortran: bool) -> Tensor {
+    let n = shape.iter().product();
+    let values: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+    let a = match fortran {
+        false => ArrayD::from_shape_vec(IxDyn(shape), values).unwrap(),
+        true => ArrayD::from_shape_vec(IxDyn(shape).f(), values).unwrap(),
+    };
+    Tensor::from(a)
+}
+
+/// Bits of every element (any NaN alike).
+fn bits(t: &Tensor) -> Vec<u64> {
+    match t {
+        Tensor::F32(a) => a.iter().map(|v| if v.is_nan() { 1 } else { v.to_bits().into() }).collect(),
+        Tensor::F64(a) => a.iter().map(|v| if v.is_nan() { 1 } else { v.to_bits() }).collect(),
+        Tensor::I32(a) => a.iter().map(|&v| v as u32 as u64).collect(),
+        Tensor::Pred(a) => a.iter().map(|&v| v as u64).collect(),
+        other => panic!("no bits for {other:?}"),
+    }
+}
+
+/// `p` compiled gives `run`'s results, allocating and into fresh outputs of any layout.
+fn check(name: &str, p: &Program, inputs: &[Tensor]) -> Executable {
+    let want = p.run(inputs).unwrap();
+    let exe = p.compile().unwrap();
+    let got = exe.run(inputs).unwrap();
+    assert_eq!(got.len(), want.len());
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.shape(), w.shape(), "{name}: output {k}");
+        assert!(bits(g) == bits(w), "{name}: output {k} differs");
+    }
+    // Into the caller's arrays, in F order where they have two dims or more.
+    let mut outs: Vec<Tensor> = want
+        .iter()
+        .map(|w| match w {
+            Tensor::F32(a) => Tensor::from(ArrayD::<f32>::zeros(IxDyn(a.shape()).f())),
+            Tensor::I32(a) => Tensor::from(ArrayD::<i32>::zeros(IxDyn(a.shape()).f())),
+            Tensor::Pred(a) => Tensor::from(ArrayD::<bool>::from_elem(IxDyn(a.shape()).f(), false)),
+            other => other.clone(),
+        })
+        .collect();
+    exe.run_into(inputs, &mut outs).unwrap();
+    for (k, (g, w)) in outs.iter().zip(&want).enumerate() {
+        assert!(bits(g) == bits(w), "{name}: output {k} into the caller's array differs");
+    }
+    exe
+}
+
+fn bias_relu(m: usize, n: usize) -> Program {
+    let mut p = Program::new("bias_relu");
+    let x = p.parameter::<f32>(&[m, n]);
+    let b = p.parameter::<f32>(&[n]);
+    let s = p.add(x, b, &[1]).unwrap();
+    let zero = p.constant(0.0f32);
+    let y = p.max(s, zero, &[]).unwrap();
+    p.output(y).unwrap();
+    p
+}
+
+/// Layer norm over the last dim, statistics in the program, `(C,)` gamma and beta.
+fn layer_norm(m: usize, n: usize) -> Program {
+    let mut p = Program::new("layer_norm");
+    let x = p.parameter::<f32>(&[m, n]);
+    let g = p.parameter::<f32>(&[n]);
+    let b = p.parameter::<f32>(&[n]);
+    let count = p.constant(n as f32);
+    let sum = p.reduce_sum(x, &[1]).unwrap();
+    let mean = p.div(sum, count, &[]).unwrap();
+    let xc = p.sub(x, mean, &[0]).unwrap();
+    let sq = p.mul(xc, xc, &[]).unwrap();
+    let ss = p.reduce_sum(sq, &[1]).unwrap();
+    let var = p.div(ss, count, &[]).unwrap();
+    let eps = p.constant(1e-5f32);
+    let ve = p.add(var, eps, &[]).unwrap();
+    let rstd = p.rsqrt(ve).unwrap();
+    let xn = p.mul(xc, rstd, &[0]).unwrap();
+    let xg = p.mul(xn, g, &[1]).unwrap();
+    let y = p.add(xg, b, &[1]).unwrap();
+    p.output(y).unwrap();
+    p
+}
+
+/// Softmax over `axis` of a 2-D array.
+fn softmax(m: usize, n: usize, axis: usize) -> Program {
+    let mut p = Program::new("softmax");
+    let x = p.parameter::<f32>(&[m, n]);
+    let keep = 1 - axis;
+    let mx = p.reduce_max(x, &[axis]).unwrap();
+    let d = p.sub(x, mx, &[keep]).unwrap();
+    let e = p.exp(d).unwrap();
+    let s = p.reduce_sum(e, &[axis]).unwrap();
+    let y = p.div(e, s, &[keep]).unwrap();
+    p.output(y).unwrap();
+    p
+}
+
+/// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+fn gelu(m: usize, n: usize) -> Program {
+    let mut p = Program::new("gelu");
+    let x = p.parameter::<f32>(&[m, n]);
+    let c = p.constant(0.044715f32);
+    let k = p.constant((2.0f32 / std::f32::consts::PI).sqrt());
+    let half = p.constant(0.5f32);
+    let one = p.constant(1.0f32);
+    let x2 = p.mul(x, x, &[]).unwrap();
+    let x3 = p.mul(x2, x, &[]).unwrap();
+    let cx3 = p.mul(c, x3, &[]).unwrap();
+    let inner = p.add(x, cx3, &[]).unwrap();
+    let kin = p.mul(k, inner, &[]).unwrap();
+    let t = p.tanh(kin).unwrap();
+    let onet = p.add(one, t, &[]).unwrap();
+    let hx = p.mul(half, x, &[]).unwrap();
+    let y = p.mul(hx, onet, &[]).unwrap();
+    p.output(y).unwrap();
+    p
+}
+
+/// Attention scores `(B, H, S, S)`: scale, a `(S, S)` mask added, softmax over the last dim.
+fn attention(b: usize, h: usize, s: usize) -> Program {
+    let mut p = Program::new("attention");
+    let x = p.parameter::<f32>(&[b, h, s, s]);
+    let mask = p.parameter::<f32>(&[s, s]);
+    let scale = p.constant(0.125f32);
+    let xs = p.mul(x, scale, &[]).unwrap();
+    let xm = p.add(xs, mask, &[2, 3]).unwrap();
+    let mx = p.reduce_max(xm, &[3]).unwrap();
+    let d = p.sub(xm, mx, &[0, 1, 2]).unwrap();
+    let e = p.exp(d).unwrap();
+    let sum = p.reduce_sum(e, &[3]).unwrap();
+    let y = p.div(e, sum, &[0, 1, 2]).unwrap();
+    p.output(y).unwrap();
+    p
+}
+
+/// A dense layer's backward through relu: the upstream gradient masked where the
+/// pre-activation was not positive, and the bias gradient summed over the batch.
+fn dense_backward(m: usize, n: usize) -> Program {
+    let mut p = Program::new("dense_backward");
+    let dy = p.parameter::<f32>(&[m, n]);
+    let z = p.parameter::<f32>(&[m, n]);
+    let zero = p.constant(0.0f32);
+    let pos = p.gt(z, zero, &[]).unwrap();
+    let zeros = p.broadcast_in_dim(zero, &[m, n], &[]).unwrap();
+    let dz = p.select(pos, dy, zeros).unwrap();
+    let db = p.reduce_sum(dz, &[0]).unwrap();
+    p.output(dz).unwrap();
+    p.output(db).unwrap();
+    p
+}
+
+#[test]
+fn workloads_match_run_bit_for_bit() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for (m, n) in [(3, 5), (64, 300), (129, 1000)] {
+        for fortran in [false, true] {
+            let x = tensor(&mut rng, &[m, n], fortran);
+            let row = tensor(&mut rng, &[n], false);
+            let row2 = tensor(&mut rng, &[n], false);
+            check("bias_relu", &bias_relu(m, n), &[x.clone(), row.clone()]);
+            check("layer_norm", &layer_norm(m, n), &[x.clone(), row, row2]);
+            check("softmax 1", &softmax(m, n, 1), &[x.clone()]);
+            check("softmax 0", &softmax(m, n, 0), &[x.clone()]);
+            check("gelu", &gelu(m, n), &[x.clone()]);
+            let z = tensor(&mut rng, &[m, n], !fortran);
+            check("dense_backward", &dense_backward(m, n), &[x, z]);
+        }
+    }
+    let x = tensor(&mut rng, &[2, 3, 17, 17], false);
+    let mask = tensor(&mut rng, &[17, 17], true);
+    check("attention", &attention(2, 3, 17), &[x, mask]);
+}
+
+/// A chain of elementwise ops over one shape is one fused loop: no intermediate of that shape
+/// is materialised (checked through the results only: the same bits), and reductions split it.
+#[test]
+fn random_programs_match_run() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for round in 0..200 {
+        let rank = 1 + rng.below(3);
+        let shape: Vec<usize> = (0..rank).map(|_| 1 + rng.below(40)).collect();
+        let mut p = Program::new("random");
+        let x = p.parameter::<f32>(&shape);
+        let fortran = rng.below(2) == 0;
+        let mut inputs = vec![tensor(&mut rng, &shape, fortran)];
+        // Values of the full shape, to pick operands from.
+        let mut full: Vec<Value> = vec![x];
+        for _ in 0..1 + rng.below(8) {
+            let a = full[rng.below(full.len())];
+            let v = match rng.below(9) {
+                0 => p.exp(a).unwrap(),
+                1 => p.tanh(a).unwrap(),
+                2 => {
+                    let b = full[rng.below(full.len())];
+                    p.mul(a, b, &[]).unwrap()
+                }
+                3 => {
+                    // A lower-rank parameter broadcast along the last dim.
+                    let last = *shape.last().unwrap();
+                    let b = p.parameter::<f32>(&[last]);
+                    inputs.push(tensor(&mut rng, &[last], false));
+                    p.sub(a, b, &[shape.len() - 1]).unwrap()
+                }
+                4 => {
+                    // A reduction, broadcast back.
+                    let axis = rng.below(shape.len());
+                    let r = p.reduce_max(a, &[axis]).unwrap();
+                    let dims: Vec<usize> = (0..shape.len()).filter(|&d| d != axis).collect();
+                    p.add(a, r, &dims).unwrap()
+                }
+                5 => {
+                    let c = p.constant(rng.f32());
+                    p.div(a, c, &[]).unwrap()
+                }
+                6 => {
+                    let b = full[rng.below(full.len())];
+                    let pos = p.lt(a, b, &[]).unwrap();
+                    p.select(pos, a, b).unwrap()
+                }
+                7 => {
+                    let i = p.convert::<i32>(a).unwrap();
+                    p.convert::<f32>(i).unwrap()
+                }
+                _ => {
+                    let lo = p.constant(-1.0f32);
+                    let hi = p.constant(1.0f32);
+                    p.clamp(lo, a, hi).unwrap()
+                }
+            };
+            full.push(v);
+        }
+        // One or two outputs, one of them possibly an intermediate.
+        p.output(*full.last().unwrap()).unwrap();
+        if rng.below(2) == 0 {
+            p.output(full[rng.below(full.len())]).unwrap();
+        }
+        check(&format!("random {round}"), &p, &inputs);
+    }
+}
+
+#[test]
+fn bad_inputs_and_outputs_are_errors() {
+    let p = bias_relu(2, 3);
+    let exe = p.compile().unwrap();
+    let mut rng = Rng(7);
+    let x = tensor(&mut rng, &[2, 3], false);
+    let b = tensor(&mut rng, &[3], false);
+    assert!(matches!(exe.run(&[x.clone()]), Err(BroadcastError::ElementType { .. })));
+    assert!(exe.run(&[x.clone(), x.clone()]).is_err());
+    let ints = Tensor::from(ArrayD::<i32>::zeros(IxDyn(&[3])));
+    assert!(matches!(exe.run(&[x.clone(), ints.clone()]), Err(BroadcastError::ElementType { .. })));
+    let mut none: Vec<Tensor> = vec![];
+    assert!(exe.run_into(&[x.clone(), b.clone()], &mut none).is_err());
+    let mut wrong_shape = vec![Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[3, 2])))];
+    assert!(matches!(
+        exe.run_into(&[x.clone(), b.clone()], &mut wrong_shape),
+        Err(BroadcastError::OutputShape { .. })
+    ));
+    let mut wrong_type = vec![Tensor::from(ArrayD::<i32>::zeros(IxDyn(&[2, 3])))];
+    assert!(matches!(
+        exe.run_into(&[x, b], &mut wrong_type),
+        Err(BroadcastError::ElementType { .. })
+    ));
+    let empty = Program::new("empty");
+    assert!(matches!(empty.compile(), Err(BroadcastError::ElementType { .. })));
+}
+
+#[test]
+fn programs_and_executables_are_send_and_sync() {
+    fn both<T: Send + Sync>() {}
+    both::<Program>();
+    both::<Executable>();
+}
