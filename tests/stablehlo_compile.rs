@@ -2,6 +2,9 @@
 //! workloads of real models and on random programs, allocating or into the caller's arrays;
 //! bad inputs and outputs are errors.
 
+mod common;
+
+use common::workloads::{attention, bias_relu, dense_backward, gelu, layer_norm, softmax};
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
 use xla_bcast::stablehlo::{Executable, Program, Tensor, Value};
 use xla_bcast::BroadcastError;
@@ -70,108 +73,6 @@ fn check(name: &str, p: &Program, inputs: &[Tensor]) -> Executable {
         assert!(bits(g) == bits(w), "{name}: output {k} into the caller's array differs");
     }
     exe
-}
-
-fn bias_relu(m: usize, n: usize) -> Program {
-    let mut p = Program::new("bias_relu");
-    let x = p.parameter::<f32>(&[m, n]);
-    let b = p.parameter::<f32>(&[n]);
-    let s = p.add(x, b, &[1]).unwrap();
-    let zero = p.constant(0.0f32);
-    let y = p.max(s, zero, &[]).unwrap();
-    p.output(y).unwrap();
-    p
-}
-
-/// Layer norm over the last dim, statistics in the program, `(C,)` gamma and beta.
-fn layer_norm(m: usize, n: usize) -> Program {
-    let mut p = Program::new("layer_norm");
-    let x = p.parameter::<f32>(&[m, n]);
-    let g = p.parameter::<f32>(&[n]);
-    let b = p.parameter::<f32>(&[n]);
-    let count = p.constant(n as f32);
-    let sum = p.reduce_sum(x, &[1]).unwrap();
-    let mean = p.div(sum, count, &[]).unwrap();
-    let xc = p.sub(x, mean, &[0]).unwrap();
-    let sq = p.mul(xc, xc, &[]).unwrap();
-    let ss = p.reduce_sum(sq, &[1]).unwrap();
-    let var = p.div(ss, count, &[]).unwrap();
-    let eps = p.constant(1e-5f32);
-    let ve = p.add(var, eps, &[]).unwrap();
-    let rstd = p.rsqrt(ve).unwrap();
-    let xn = p.mul(xc, rstd, &[0]).unwrap();
-    let xg = p.mul(xn, g, &[1]).unwrap();
-    let y = p.add(xg, b, &[1]).unwrap();
-    p.output(y).unwrap();
-    p
-}
-
-/// Softmax over `axis` of a 2-D array.
-fn softmax(m: usize, n: usize, axis: usize) -> Program {
-    let mut p = Program::new("softmax");
-    let x = p.parameter::<f32>(&[m, n]);
-    let keep = 1 - axis;
-    let mx = p.reduce_max(x, &[axis]).unwrap();
-    let d = p.sub(x, mx, &[keep]).unwrap();
-    let e = p.exp(d).unwrap();
-    let s = p.reduce_sum(e, &[axis]).unwrap();
-    let y = p.div(e, s, &[keep]).unwrap();
-    p.output(y).unwrap();
-    p
-}
-
-/// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
-fn gelu(m: usize, n: usize) -> Program {
-    let mut p = Program::new("gelu");
-    let x = p.parameter::<f32>(&[m, n]);
-    let c = p.constant(0.044715f32);
-    let k = p.constant((2.0f32 / std::f32::consts::PI).sqrt());
-    let half = p.constant(0.5f32);
-    let one = p.constant(1.0f32);
-    let x2 = p.mul(x, x, &[]).unwrap();
-    let x3 = p.mul(x2, x, &[]).unwrap();
-    let cx3 = p.mul(c, x3, &[]).unwrap();
-    let inner = p.add(x, cx3, &[]).unwrap();
-    let kin = p.mul(k, inner, &[]).unwrap();
-    let t = p.tanh(kin).unwrap();
-    let onet = p.add(one, t, &[]).unwrap();
-    let hx = p.mul(half, x, &[]).unwrap();
-    let y = p.mul(hx, onet, &[]).unwrap();
-    p.output(y).unwrap();
-    p
-}
-
-/// Attention scores `(B, H, S, S)`: scale, a `(S, S)` mask added, softmax over the last dim.
-fn attention(b: usize, h: usize, s: usize) -> Program {
-    let mut p = Program::new("attention");
-    let x = p.parameter::<f32>(&[b, h, s, s]);
-    let mask = p.parameter::<f32>(&[s, s]);
-    let scale = p.constant(0.125f32);
-    let xs = p.mul(x, scale, &[]).unwrap();
-    let xm = p.add(xs, mask, &[2, 3]).unwrap();
-    let mx = p.reduce_max(xm, &[3]).unwrap();
-    let d = p.sub(xm, mx, &[0, 1, 2]).unwrap();
-    let e = p.exp(d).unwrap();
-    let sum = p.reduce_sum(e, &[3]).unwrap();
-    let y = p.div(e, sum, &[0, 1, 2]).unwrap();
-    p.output(y).unwrap();
-    p
-}
-
-/// A dense layer's backward through relu: the upstream gradient masked where the
-/// pre-activation was not positive, and the bias gradient summed over the batch.
-fn dense_backward(m: usize, n: usize) -> Program {
-    let mut p = Program::new("dense_backward");
-    let dy = p.parameter::<f32>(&[m, n]);
-    let z = p.parameter::<f32>(&[m, n]);
-    let zero = p.constant(0.0f32);
-    let pos = p.gt(z, zero, &[]).unwrap();
-    let zeros = p.broadcast_in_dim(zero, &[m, n], &[]).unwrap();
-    let dz = p.select(pos, dy, zeros).unwrap();
-    let db = p.reduce_sum(dz, &[0]).unwrap();
-    p.output(dz).unwrap();
-    p.output(db).unwrap();
-    p
 }
 
 #[test]

@@ -81,6 +81,9 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &Chain<'_>) {
             .map(|r| buffers[r * lines..].as_mut_ptr().cast())
             .collect();
         let mut at = vec![std::ptr::null_mut::<u8>(); chain.sizes.len()];
+        // A broadcast input's buffer holds a chunk of one element: filled again only when the
+        // element changes (a rank-0 constant's never does).
+        let mut splat: Vec<(*const u8, usize)> = vec![(std::ptr::null(), 0); n_ops];
         plan.for_each_block(range, |offs, n, rows, step| {
             for r in 0..rows as isize {
                 for first in (0..n).step_by(chunk) {
@@ -93,6 +96,17 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &Chain<'_>) {
                         at[k] = match (s, chain.written[k]) {
                             (1, _) => from,
                             (_, true) => buf[k],
+                            (0, false) => {
+                                if splat[k].0 != from.cast_const() || splat[k].1 < m {
+                                    // As many as the block's longest chunk.
+                                    let fill = chunk.min(n);
+                                    // SAFETY: `from` is an element of input `k`; the buffer
+                                    // holds a chunk of its elements.
+                                    unsafe { copy_strided(from, 0, buf[k], z, fill, o.size) };
+                                    splat[k] = (from, fill);
+                                }
+                                buf[k]
+                            }
                             // SAFETY: `m` elements of input `k` along its stride (0: one
                             // element, repeated); the buffer holds a chunk of them.
                             (_, false) => unsafe {

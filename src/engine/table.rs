@@ -98,10 +98,45 @@ pub(crate) fn run_wide<A: Clone, F: Elementwise<A, 1>>() -> Run<2> {
     run::<A, F>
 }
 
-/// [`run`] compiled for AVX2 and AVX-512.
+/// [`run2`] compiled for the widest vectors this CPU has, as [`run_wide`] is: for the float
+/// arithmetic of fused chains, whose loops run in cache.
+pub(crate) fn run2_wide<A: Clone, F: Elementwise<A, 2>>() -> Run<3> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return wide::avx512_2::<A, F>;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return wide::avx2_2::<A, F>;
+        }
+    }
+    run2::<A, F>
+}
+
+/// [`run`] and [`run2`] compiled for AVX2 and AVX-512.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod wide {
-    use super::{run, Elementwise};
+    use super::{run, run2, Elementwise};
+
+    /// [`run2`] for AVX2.
+    ///
+    /// # Safety
+    /// As [`run2`], on a CPU with AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn avx2_2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: usize) {
+        // SAFETY: as the caller promised.
+        unsafe { run2::<A, F>(p, n) }
+    }
+
+    /// [`run2`] for AVX-512.
+    ///
+    /// # Safety
+    /// As [`run2`], on a CPU with AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn avx512_2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: usize) {
+        // SAFETY: as the caller promised.
+        unsafe { run2::<A, F>(p, n) }
+    }
 
     /// [`run`] for AVX2.
     ///
@@ -128,6 +163,7 @@ pub(crate) mod wide {
 ///
 /// # Safety
 /// As [`Run`], for an output of `F::Out` and inputs of `A`.
+#[inline(always)]
 pub(crate) unsafe fn run2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: usize) {
     // SAFETY: as in `run`.
     let (o, a, b) = unsafe {
@@ -345,7 +381,16 @@ pub(super) unsafe fn copy_strided(
     /// # Safety
     /// As `copy_strided`, for elements of `T`.
     #[inline(always)]
-    unsafe fn copy<T>(src: *const u8, from: isize, dst: *mut u8, to: isize, n: usize) {
+    unsafe fn copy<T: std::marker::Copy>(src: *const u8, from: isize, dst: *mut u8, to: isize, n: usize) {
+        if from == 0 && to == size_of::<T>() as isize {
+            // One element repeated into a run: a fill, which vectorises.
+            // SAFETY: as the caller promised: one element read, `n` consecutive ones written.
+            unsafe {
+                let v = src.cast::<T>().read();
+                std::slice::from_raw_parts_mut(dst.cast::<MaybeUninit<T>>(), n).fill(MaybeUninit::new(v));
+            }
+            return;
+        }
         for i in 0..n as isize {
             // SAFETY: as the caller promised.
             unsafe {

@@ -334,6 +334,44 @@ impl Program {
                 args,
             });
         }
+        // Intermediates share buffers once their last reader has run (numexpr's temporaries),
+        // so a chain's working set stays a few chunks, in L1.
+        let first_temp = base + outputs.len();
+        let mut slot_of: Vec<usize> = (0..sizes.len()).collect();
+        let mut slots: Vec<(usize, Option<usize>)> = Vec::new(); // (size, step reading it last)
+        let last_read = |r: usize| {
+            steps
+                .iter()
+                .rposition(|st: &Step| st.args[..st.kernel.inputs()].contains(&r))
+        };
+        for (k, st) in steps.iter().enumerate() {
+            if st.out < first_temp {
+                continue;
+            }
+            let free = slots
+                .iter()
+                .position(|&(_, last)| last.is_some_and(|l| l < k));
+            let last = last_read(st.out);
+            let slot = match free {
+                Some(f) => {
+                    slots[f] = (slots[f].0.max(sizes[st.out]), last);
+                    f
+                }
+                None => {
+                    slots.push((sizes[st.out], last));
+                    slots.len() - 1
+                }
+            };
+            slot_of[st.out] = first_temp + slot;
+        }
+        for st in &mut steps {
+            st.out = slot_of[st.out];
+            for a in &mut st.args {
+                *a = slot_of[*a];
+            }
+        }
+        sizes.truncate(first_temp);
+        sizes.extend(slots.iter().map(|&(size, _)| size));
         debug_assert!(base + outputs.len() <= MAX_OPERANDS);
         Ok(Group {
             shape: shape.to_vec(),

@@ -524,7 +524,15 @@ macro_rules! floats {
                 }
             }
             fn binary(op: Binary) -> Option<Run<3>> {
-                table!(Binary: op, $t; Add, Sub, Mul, Div, Rem, Max, Min, Pow, Atan2)
+                match op {
+                    // The arithmetic of fused chains, wide where the CPU is.
+                    Binary::Add => Some(table::run2_wide::<$t, elem::Add>()),
+                    Binary::Sub => Some(table::run2_wide::<$t, elem::Sub>()),
+                    Binary::Mul => Some(table::run2_wide::<$t, elem::Mul>()),
+                    Binary::Div => Some(table::run2_wide::<$t, elem::Div>()),
+                    Binary::Max => Some(table::run2_wide::<$t, elem::Max>()),
+                    _ => table!(Binary: op, $t; Rem, Min, Pow, Atan2),
+                }
             }
             fn compare(dir: Direction) -> Option<Run<3>> {
                 table!(Direction: dir, $t; Eq, Ne, Lt, Le)

@@ -1,0 +1,94 @@
+//! The workloads of `tests/common/workloads.rs` (bias + relu, layer norm, softmax over either
+//! dim, GELU, attention scores, a dense layer's backward), `f32`: the compiled executable
+//! (allocating, and into the caller's arrays), the same program op by op (`Program::run`),
+//! ndarray's operators and ndarray's hand-fused `Zip` where they can say it. Prints one line
+//! per workload and system: `workload size system ms`, the median of a few calls.
+//! `tools/fused_bench.py` runs it beside NumPy, numexpr and XLA in interleaved rounds.
+//!
+//! `cargo run --release --example fused_bench [modules.json]`: with a path, also writes each
+//! program's StableHLO text and input shapes there, for XLA.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use ndarray::{Array1, Array2, ArrayD, Axis, IxDyn, Zip};
+use xla_bcast::stablehlo::{Program, Tensor};
+
+#[path = "../tests/common/workloads.rs"]
+mod workloads;
+
+/// The median time of `f` in ms over `calls` calls, after one warm-up call.
+fn median(calls: usize, f: &mut dyn FnMut()) -> f64 {
+    f();
+    let mut t: Vec<f64> = (0..calls)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(|a, b| a.total_cmp(b));
+    t[calls / 2]
+}
+
+fn input(shape: &[usize], seed: u32) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n as u32)
+        .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 2000) as f32 * 0.004 - 4.0)
+        .collect();
+    Tensor::from(ArrayD::from_shape_vec(IxDyn(shape), v).expect("the shape's length"))
+}
+
+fn main() {
+    let modules = std::env::args().nth(1);
+    let mut texts = Vec::new();
+    for (m, n, calls) in [(512usize, 512usize, 41), (4096, 4096, 7)] {
+        let size = format!("{m}x{n}");
+        let s = ((m * n / 64) as f64).sqrt() as usize;
+        let cases: Vec<(&str, Program, Vec<Vec<usize>>)> = vec![
+            ("bias_relu", workloads::bias_relu(m, n), vec![vec![m, n], vec![n]]),
+            ("layer_norm", workloads::layer_norm(m, n), vec![vec![m, n], vec![n], vec![n]]),
+            ("softmax_last", workloads::softmax(m, n, 1), vec![vec![m, n]]),
+            ("softmax_first", workloads::softmax(m, n, 0), vec![vec![m, n]]),
+            ("gelu", workloads::gelu(m, n), vec![vec![m, n]]),
+            ("attention", workloads::attention(4, 16, s), vec![vec![4, 16, s, s], vec![s, s]]),
+            ("dense_backward", workloads::dense_backward(m, n), vec![vec![m, n], vec![m, n]]),
+        ];
+        for (name, p, shapes) in cases {
+            let inputs: Vec<Tensor> = shapes.iter().enumerate().map(|(k, s)| input(s, k as u32)).collect();
+            let exe = p.compile().expect("compiles");
+            let mut outs = exe.run(&inputs).expect("runs");
+            let fused = median(calls, &mut || drop(black_box(exe.run(&inputs).expect("runs"))));
+            let into = median(calls, &mut || exe.run_into(&inputs, &mut outs).expect("runs"));
+            let op_by_op = median(calls, &mut || drop(black_box(p.run(&inputs).expect("runs"))));
+            println!("{name} {size} executable {fused:.4}");
+            println!("{name} {size} executable_into {into:.4}");
+            println!("{name} {size} op_by_op {op_by_op:.4}");
+            texts.push(serde_json::json!({
+                "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
+            }));
+        }
+        // ndarray, where its operators and `Zip` say the workload directly.
+        let x = Array2::from_shape_fn((m, n), |(i, j)| ((i * n + j) % 2000) as f32 * 0.004 - 4.0);
+        let b = Array1::from_shape_fn(n, |j| (j % 7) as f32 * 0.1);
+        let ops = median(calls, &mut || drop(black_box((&x + &b).mapv(|v| v.max(0.0)))));
+        let mut out = Array2::<f32>::zeros((m, n));
+        let zip = median(calls, &mut || {
+            Zip::from(out.rows_mut()).and(x.rows()).par_for_each(|mut o, r| {
+                Zip::from(&mut o).and(&r).and(&b).for_each(|o, &v, &c| *o = (v + c).max(0.0));
+            })
+        });
+        println!("bias_relu {size} ndarray_ops {ops:.4}");
+        println!("bias_relu {size} ndarray_zip_into {zip:.4}");
+        let ops = median(calls, &mut || {
+            let mx = x.map_axis(Axis(1), |r| r.fold(f32::NEG_INFINITY, |a, &v| a.max(v)));
+            let e = (&x - &mx.insert_axis(Axis(1))).mapv(f32::exp);
+            let s = e.sum_axis(Axis(1));
+            drop(black_box(&e / &s.insert_axis(Axis(1))));
+        });
+        println!("softmax_last {size} ndarray_ops {ops:.4}");
+    }
+    if let Some(path) = modules {
+        std::fs::write(&path, serde_json::to_string(&texts).expect("json")).expect("writable");
+    }
+}

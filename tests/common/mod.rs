@@ -1,0 +1,3 @@
+//! Code the integration tests share.
+
+pub mod workloads;
