@@ -8,6 +8,12 @@
 //! array again, so the rule holds to the end of the expression. Everything else ndarray offers
 //! is one `Deref` away, and [`Strict::into_inner`] unwraps.
 //!
+//! An owned array taken by value lends its buffer to the result wherever the result has its
+//! shape, as ndarray's `a + &b` does: in `(x.into_strict() - &mu_col) * &g_row + &beta_row`
+//! (`(M, 1)` and `(1, N)` operands) only the first op that has no owned operand allocates.
+//! From a borrowed 512x512 `f32` array, that chain and a scale run in 40-54 us instead of
+//! 65-67 us (13-17 ms instead of 25-29 ms at 4096x4096: `BENCHMARKS.md`).
+//!
 //! # Porting ndarray arithmetic
 //!
 //! Before, with ndarray's operators (the bias row is silently rank-promoted, and so would be a
@@ -270,6 +276,73 @@ where
     }
 }
 
+/// `lhs <op> rhs` into `lhs`'s own buffer when `lhs` is an owned array (taken by value) and
+/// the result has its shape, as ndarray's `a + &b` does: a chain of operators on an owned
+/// array allocates once. Otherwise into a fresh array ([`binary`]).
+#[track_caller]
+fn binary_reusing<A, D, E, L, F>(
+    op: &'static str,
+    lhs: L,
+    rhs: &ArrayRef<A, E>,
+    f: F,
+) -> StrictArray<A, DimMaxOf<D, E>>
+where
+    A: XlaElement,
+    D: Dimension + DimMax<E>,
+    E: Dimension,
+    L: Lhs<A, D>,
+    F: Fn(A, A) -> A + Sync,
+{
+    let same = crate::shape::binary_plan(op, lhs.array().shape(), rhs.shape(), &[])
+        .is_ok_and(|plan| plan.out[..] == *lhs.array().shape());
+    let lhs = match same {
+        true => match lhs.into_buffer() {
+            Ok(mut a) => {
+                assign(op, &mut a, rhs, f);
+                // The result's rank is the lhs's: the conversion of its dimension type holds.
+                return match a.into_dimensionality::<DimMaxOf<D, E>>() {
+                    Ok(a) => Strict(a),
+                    Err(e) => panic!("{op}: {e}"),
+                };
+            }
+            Err(lhs) => lhs,
+        },
+        false => lhs,
+    };
+    binary(op, lhs.array(), rhs, f)
+}
+
+/// A left operand of the operators: its array, and its buffer when it owns one.
+trait Lhs<A, D>: AsArray<A, D> + Sized {
+    /// The owned array, without a copy; `Err` (with the operand) when it has no buffer of its
+    /// own (a view, a reference, a shared array).
+    fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
+        Err(self)
+    }
+}
+
+impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for Strict<S, D> {
+    fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
+        // Owned storage moves out as it is (`into_owned` copies only other storage).
+        match typeid::of::<S>() == typeid::of::<OwnedRepr<A>>() {
+            true => Ok(self.0.into_owned()),
+            false => Err(self),
+        }
+    }
+}
+
+impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for ArrayBase<S, D> {
+    fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
+        match typeid::of::<S>() == typeid::of::<OwnedRepr<A>>() {
+            true => Ok(self.into_owned()),
+            false => Err(self),
+        }
+    }
+}
+
+impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &Strict<S, D> {}
+impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &ArrayBase<S, D> {}
+
 /// How an operand of the operators reaches its array: an ndarray array or view, a strict one,
 /// or a reference to either.
 trait AsArray<A, E> {
@@ -329,8 +402,7 @@ macro_rules! binary_impl {
             type Output = StrictArray<A, DimMaxOf<D, E>>;
             #[track_caller]
             fn $method(self, rhs: $($rhs)*) -> Self::Output {
-                let (lhs, rhs) = (AsArray::<A, D>::array(&self), AsArray::<A, E>::array(&rhs));
-                binary($op, lhs, rhs, A::$elem)
+                binary_reusing($op, self, AsArray::<A, E>::array(&rhs), A::$elem)
             }
         }
     };
@@ -391,8 +463,15 @@ macro_rules! binary_operator {
             type Output = StrictArray<A, D>;
             #[track_caller]
             fn $method(self, rhs: A) -> Self::Output {
-                // A scalar broadcasts to anything: no shape rule can fail, only the allocation.
-                unary($op, AsArray::<A, D>::array(&self), move |x| A::$elem(x, rhs))
+                // A scalar broadcasts to anything: no shape rule can fail, only the allocation,
+                // which an owned array spares.
+                match Lhs::<A, D>::into_buffer(self) {
+                    Ok(mut a) => {
+                        assign($op, &mut a, &ndarray::arr0(rhs), A::$elem);
+                        Strict(a)
+                    }
+                    Err(lhs) => unary($op, AsArray::<A, D>::array(&lhs), move |x| A::$elem(x, rhs)),
+                }
             }
         }
     };

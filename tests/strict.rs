@@ -357,3 +357,39 @@ proptest! {
         }
     }
 }
+
+/// A chain of operators on an owned array writes into that array's buffer wherever the result
+/// has its shape (as ndarray's `a + &b` does): only the first op of such a chain allocates,
+/// and the results are those of fresh arrays. Views, references and shared arrays are never
+/// written.
+#[test]
+fn owned_chains_reuse_their_buffer() {
+    use ndarray::{Array2, ShapeBuilder};
+    let (m, n) = (64, 48);
+    let x = Array2::from_shape_fn((m, n), |(i, j)| (i * n + j) as f64 * 0.5 - 7.0);
+    let mu = Array2::from_shape_fn((m, 1), |(i, _)| i as f64 * 0.25);
+    let g = Array2::from_shape_fn((1, n), |(_, j)| 1.0 + j as f64 * 0.125);
+    let beta = Array2::from_shape_fn((1, n), |(_, j)| j as f64 - 3.0);
+    let want = (&x.strict() - &mu) * &g + &beta;
+    for fortran in [false, true] {
+        let owned = match fortran {
+            false => x.clone(),
+            true => {
+                let mut f = Array2::zeros((m, n).f());
+                f.assign(&x);
+                f
+            }
+        };
+        let before = owned.as_ptr();
+        let y = ((owned.into_strict() - &mu) * &g + &beta) * 2.0;
+        assert_eq!(y.into_inner().as_ptr(), before, "fortran: {fortran}");
+    }
+    let y = ((x.clone().into_strict() - &mu) * &g + &beta) * 2.0;
+    assert_eq!(y, &want * 2.0);
+    // A view lhs is read, never written; a result of another shape gets a fresh array.
+    let copy = x.clone();
+    let _ = x.view().into_strict() - &mu;
+    assert_eq!(x, copy);
+    let col = mu.clone().into_strict() + &g;
+    assert_eq!(col.shape(), &[m, n]);
+}
