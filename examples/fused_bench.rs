@@ -46,21 +46,55 @@ fn main() {
         let size = format!("{m}x{n}");
         let s = ((m * n / 64) as f64).sqrt() as usize;
         let cases: Vec<(&str, Program, Vec<Vec<usize>>)> = vec![
-            ("bias_relu", workloads::bias_relu(m, n), vec![vec![m, n], vec![n]]),
-            ("layer_norm", workloads::layer_norm(m, n), vec![vec![m, n], vec![n], vec![n]]),
-            ("softmax_last", workloads::softmax(m, n, 1), vec![vec![m, n]]),
-            ("softmax_first", workloads::softmax(m, n, 0), vec![vec![m, n]]),
+            (
+                "bias_relu",
+                workloads::bias_relu(m, n),
+                vec![vec![m, n], vec![n]],
+            ),
+            (
+                "layer_norm",
+                workloads::layer_norm(m, n),
+                vec![vec![m, n], vec![n], vec![n]],
+            ),
+            (
+                "softmax_last",
+                workloads::softmax(m, n, 1),
+                vec![vec![m, n]],
+            ),
+            (
+                "softmax_first",
+                workloads::softmax(m, n, 0),
+                vec![vec![m, n]],
+            ),
             ("gelu", workloads::gelu(m, n), vec![vec![m, n]]),
-            ("attention", workloads::attention(4, 16, s), vec![vec![4, 16, s, s], vec![s, s]]),
-            ("dense_backward", workloads::dense_backward(m, n), vec![vec![m, n], vec![m, n]]),
+            (
+                "attention",
+                workloads::attention(4, 16, s),
+                vec![vec![4, 16, s, s], vec![s, s]],
+            ),
+            (
+                "dense_backward",
+                workloads::dense_backward(m, n),
+                vec![vec![m, n], vec![m, n]],
+            ),
         ];
         for (name, p, shapes) in cases {
-            let inputs: Vec<Tensor> = shapes.iter().enumerate().map(|(k, s)| input(s, k as u32)).collect();
+            let inputs: Vec<Tensor> = shapes
+                .iter()
+                .enumerate()
+                .map(|(k, s)| input(s, k as u32))
+                .collect();
             let exe = p.compile().expect("compiles");
             let mut outs = exe.run(&inputs).expect("runs");
-            let fused = median(calls, &mut || drop(black_box(exe.run(&inputs).expect("runs"))));
-            let into = median(calls, &mut || exe.run_into(&inputs, &mut outs).expect("runs"));
-            let op_by_op = median(calls, &mut || drop(black_box(p.run(&inputs).expect("runs"))));
+            let fused = median(calls, &mut || {
+                drop(black_box(exe.run(&inputs).expect("runs")))
+            });
+            let into = median(calls, &mut || {
+                exe.run_into(&inputs, &mut outs).expect("runs")
+            });
+            let op_by_op = median(calls, &mut || {
+                drop(black_box(p.run(&inputs).expect("runs")))
+            });
             println!("{name} {size} executable {fused:.4}");
             println!("{name} {size} executable_into {into:.4}");
             println!("{name} {size} op_by_op {op_by_op:.4}");
@@ -71,12 +105,19 @@ fn main() {
         // ndarray, where its operators and `Zip` say the workload directly.
         let x = Array2::from_shape_fn((m, n), |(i, j)| ((i * n + j) % 2000) as f32 * 0.004 - 4.0);
         let b = Array1::from_shape_fn(n, |j| (j % 7) as f32 * 0.1);
-        let ops = median(calls, &mut || drop(black_box((&x + &b).mapv(|v| v.max(0.0)))));
+        let ops = median(calls, &mut || {
+            drop(black_box((&x + &b).mapv(|v| v.max(0.0))))
+        });
         let mut out = Array2::<f32>::zeros((m, n));
         let zip = median(calls, &mut || {
-            Zip::from(out.rows_mut()).and(x.rows()).par_for_each(|mut o, r| {
-                Zip::from(&mut o).and(&r).and(&b).for_each(|o, &v, &c| *o = (v + c).max(0.0));
-            })
+            Zip::from(out.rows_mut())
+                .and(x.rows())
+                .par_for_each(|mut o, r| {
+                    Zip::from(&mut o)
+                        .and(&r)
+                        .and(&b)
+                        .for_each(|o, &v, &c| *o = (v + c).max(0.0));
+                })
         });
         println!("bias_relu {size} ndarray_ops {ops:.4}");
         println!("bias_relu {size} ndarray_zip_into {zip:.4}");

@@ -286,6 +286,18 @@ pub enum BroadcastError {
         reason: String,
     },
 
+    /// A sharding that does not fit its array or the program's mesh.
+    Sharding {
+        /// The array (a parameter or output, with its shape), or the mesh.
+        array: String,
+        /// The dim of the array, where one is at fault.
+        dim: Option<usize>,
+        /// The mesh axis, where one is at fault.
+        axis: Option<String>,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// XLA shape text that does not parse.
     ParseShape {
         /// The text.
@@ -477,6 +489,16 @@ impl std::fmt::Display for BroadcastError {
                 the rank",
                 sh(axes), sh(shape)
             ),
+            BroadcastError::Sharding { array, dim, axis, reason } => {
+                write!(out, "shard: {array}")?;
+                if let Some(d) = dim {
+                    write!(out, ", dim {d}")?;
+                }
+                if let Some(a) = axis {
+                    write!(out, ", mesh axis {a:?}")?;
+                }
+                write!(out, ": {reason}")
+            }
             BroadcastError::ParseShape { text, reason } => write!(
                 out,
                 "cannot parse XLA shape {text:?}: {reason}"
@@ -518,6 +540,7 @@ impl BroadcastError {
             | Self::IndexOutOfRange { op, .. }
             | Self::ReduceAxes { op, .. } => op,
             Self::ParseShape { .. } => "parse_shape",
+            Self::Sharding { .. } => "shard",
         }
     }
 }

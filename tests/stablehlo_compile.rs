@@ -40,8 +40,14 @@ fn tensor(rng: &mut Rng, shape: &[usize], fortran: bool) -> Tensor {
 /// Bits of every element (any NaN alike).
 fn bits(t: &Tensor) -> Vec<u64> {
     match t {
-        Tensor::F32(a) => a.iter().map(|v| if v.is_nan() { 1 } else { v.to_bits().into() }).collect(),
-        Tensor::F64(a) => a.iter().map(|v| if v.is_nan() { 1 } else { v.to_bits() }).collect(),
+        Tensor::F32(a) => a
+            .iter()
+            .map(|v| if v.is_nan() { 1 } else { v.to_bits().into() })
+            .collect(),
+        Tensor::F64(a) => a
+            .iter()
+            .map(|v| if v.is_nan() { 1 } else { v.to_bits() })
+            .collect(),
         Tensor::I32(a) => a.iter().map(|&v| v as u32 as u64).collect(),
         Tensor::Pred(a) => a.iter().map(|&v| v as u64).collect(),
         other => panic!("no bits for {other:?}"),
@@ -70,7 +76,10 @@ fn check(name: &str, p: &Program, inputs: &[Tensor]) -> Executable {
         .collect();
     exe.run_into(inputs, &mut outs).unwrap();
     for (k, (g, w)) in outs.iter().zip(&want).enumerate() {
-        assert!(bits(g) == bits(w), "{name}: output {k} into the caller's array differs");
+        assert!(
+            bits(g) == bits(w),
+            "{name}: output {k} into the caller's array differs"
+        );
     }
     exe
 }
@@ -85,9 +94,9 @@ fn workloads_match_run_bit_for_bit() {
             let row2 = tensor(&mut rng, &[n], false);
             check("bias_relu", &bias_relu(m, n), &[x.clone(), row.clone()]);
             check("layer_norm", &layer_norm(m, n), &[x.clone(), row, row2]);
-            check("softmax 1", &softmax(m, n, 1), &[x.clone()]);
-            check("softmax 0", &softmax(m, n, 0), &[x.clone()]);
-            check("gelu", &gelu(m, n), &[x.clone()]);
+            check("softmax 1", &softmax(m, n, 1), std::slice::from_ref(&x));
+            check("softmax 0", &softmax(m, n, 0), std::slice::from_ref(&x));
+            check("gelu", &gelu(m, n), std::slice::from_ref(&x));
             let z = tensor(&mut rng, &[m, n], !fortran);
             check("dense_backward", &dense_backward(m, n), &[x, z]);
         }
@@ -171,10 +180,16 @@ fn bad_inputs_and_outputs_are_errors() {
     let mut rng = Rng(7);
     let x = tensor(&mut rng, &[2, 3], false);
     let b = tensor(&mut rng, &[3], false);
-    assert!(matches!(exe.run(&[x.clone()]), Err(BroadcastError::ElementType { .. })));
+    assert!(matches!(
+        exe.run(std::slice::from_ref(&x)),
+        Err(BroadcastError::ElementType { .. })
+    ));
     assert!(exe.run(&[x.clone(), x.clone()]).is_err());
     let ints = Tensor::from(ArrayD::<i32>::zeros(IxDyn(&[3])));
-    assert!(matches!(exe.run(&[x.clone(), ints.clone()]), Err(BroadcastError::ElementType { .. })));
+    assert!(matches!(
+        exe.run(&[x.clone(), ints.clone()]),
+        Err(BroadcastError::ElementType { .. })
+    ));
     let mut none: Vec<Tensor> = vec![];
     assert!(exe.run_into(&[x.clone(), b.clone()], &mut none).is_err());
     let mut wrong_shape = vec![Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[3, 2])))];
@@ -188,7 +203,10 @@ fn bad_inputs_and_outputs_are_errors() {
         Err(BroadcastError::ElementType { .. })
     ));
     let empty = Program::new("empty");
-    assert!(matches!(empty.compile(), Err(BroadcastError::ElementType { .. })));
+    assert!(matches!(
+        empty.compile(),
+        Err(BroadcastError::ElementType { .. })
+    ));
 }
 
 #[test]

@@ -440,12 +440,15 @@ where
     }
 }
 
+/// A transcendental op: its name, recorder, input range, and ulps for f32, f64, f16, bf16.
+type Transcendental = (&'static str, Unarier, (f64, f64), [u32; 4]);
+
 /// The transcendental ops: each op and float type on 256 inputs over the op's range (and its
 /// special values), and the ulps XLA's results may be from the crate's (the most this corpus
 /// shows, XLA's error and the crate's together: both approximate, XLA per type its own way;
 /// README, "Where the references disagree").
 #[rustfmt::skip]
-const TRANSCENDENTAL: [(&str, Unarier, (f64, f64), [u32; 4]); 11] = [
+const TRANSCENDENTAL: [Transcendental; 11] = [
     // (name, recorder, input range, ulps for f32, f64, f16, bf16)
     ("exp", Program::exp, (-120.0, 120.0), [2, 2, 1, 1]),
     ("expm1", Program::expm1, (-20.0, 90.0), [5, 3, 2, 1]),

@@ -381,13 +381,20 @@ pub(super) unsafe fn copy_strided(
     /// # Safety
     /// As `copy_strided`, for elements of `T`.
     #[inline(always)]
-    unsafe fn copy<T: std::marker::Copy>(src: *const u8, from: isize, dst: *mut u8, to: isize, n: usize) {
+    unsafe fn copy<T: std::marker::Copy>(
+        src: *const u8,
+        from: isize,
+        dst: *mut u8,
+        to: isize,
+        n: usize,
+    ) {
         if from == 0 && to == size_of::<T>() as isize {
             // One element repeated into a run: a fill, which vectorises.
             // SAFETY: as the caller promised: one element read, `n` consecutive ones written.
             unsafe {
                 let v = src.cast::<T>().read();
-                std::slice::from_raw_parts_mut(dst.cast::<MaybeUninit<T>>(), n).fill(MaybeUninit::new(v));
+                std::slice::from_raw_parts_mut(dst.cast::<MaybeUninit<T>>(), n)
+                    .fill(MaybeUninit::new(v));
             }
             return;
         }

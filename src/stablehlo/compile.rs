@@ -115,12 +115,13 @@ impl Program {
         let mut groups: Vec<Building> = Vec::new();
         // Stages in order: a node, or a group by its index in `groups`.
         let mut order: Vec<Result<usize, usize>> = Vec::new();
-        let close = |g: usize, groups: &mut Vec<Building>, order: &mut Vec<Result<usize, usize>>| {
-            if groups[g].open {
-                groups[g].open = false;
-                order.push(Err(g));
-            }
-        };
+        let close =
+            |g: usize, groups: &mut Vec<Building>, order: &mut Vec<Result<usize, usize>>| {
+                if groups[g].open {
+                    groups[g].open = false;
+                    order.push(Err(g));
+                }
+            };
         for (i, node) in self.nodes.iter().enumerate() {
             let operands = node.op.operands();
             if !fusible(&node.op) {
@@ -197,16 +198,22 @@ impl Program {
         for stage in order {
             stages.push(match stage {
                 Ok(i) => Stage::Node(i),
-                Err(g) => Stage::Group(self.group(&groups[g].members, &groups[g].shape, &needed)?),
+                Err(g) => {
+                    Stage::Group(self.group(&groups[g].members, &groups[g].shape, &needed)?)
+                }
             });
         }
         // The last stage that reads each value.
         let mut last: Vec<Option<usize>> = vec![None; n];
         for (s, stage) in stages.iter().enumerate() {
             let reads: Vec<usize> = match stage {
-                Stage::Node(i) => {
-                    self.nodes[*i].op.operands().into_iter().flatten().map(|v| v.index).collect()
-                }
+                Stage::Node(i) => self.nodes[*i]
+                    .op
+                    .operands()
+                    .into_iter()
+                    .flatten()
+                    .map(|v| v.index)
+                    .collect(),
                 Stage::Group(g) => g.inputs.iter().map(|&(v, _)| v).collect(),
             };
             for v in reads {
@@ -244,11 +251,22 @@ impl Program {
                     let name = self.op_name(i);
                     let (l, r) = (&self.nodes[lhs.index].shape, &self.nodes[rhs.index].shape);
                     let plan = binary_plan(name, l, r, dims)?;
-                    vec![(*lhs, Some(plan.lhs_dims.to_vec())), (*rhs, Some(plan.rhs_dims.to_vec()))]
+                    vec![
+                        (*lhs, Some(plan.lhs_dims.to_vec())),
+                        (*rhs, Some(plan.rhs_dims.to_vec())),
+                    ]
                 }
                 Op::BroadcastInDim { x, dims } => vec![(*x, Some(dims.clone()))],
-                Op::Select { pred, on_true, on_false } => {
-                    vec![(*pred, own(pred)), (*on_true, own(on_true)), (*on_false, own(on_false))]
+                Op::Select {
+                    pred,
+                    on_true,
+                    on_false,
+                } => {
+                    vec![
+                        (*pred, own(pred)),
+                        (*on_true, own(on_true)),
+                        (*on_false, own(on_false)),
+                    ]
                 }
                 Op::Clamp { min, x, max } => vec![(*x, own(x)), (*min, own(min)), (*max, own(max))],
                 Op::Unary { x, .. } | Op::Convert { x } => vec![(*x, own(x))],
@@ -256,9 +274,11 @@ impl Program {
             };
             let placed: Vec<_> = placed
                 .into_iter()
-                .map(|(v, dims)| match is_member(&v) && !matches!(node.op, Op::BroadcastInDim { .. }) {
-                    true => (v, None),
-                    false => (v, dims),
+                .map(|(v, dims)| {
+                    match is_member(&v) && !matches!(node.op, Op::BroadcastInDim { .. }) {
+                        true => (v, None),
+                        false => (v, dims),
+                    }
                 })
                 .collect();
             for (v, dims) in &placed {
@@ -277,8 +297,16 @@ impl Program {
             Some(k) => base + k,
             None => base + outputs.len() + temps.iter().position(|&t| t == m).expect("a member"),
         };
-        let mut sizes: Vec<usize> = inputs.iter().map(|&(v, _)| size(self.nodes[v].ty)).collect();
-        sizes.extend(outputs.iter().chain(&temps).map(|&m| size(self.nodes[m].ty)));
+        let mut sizes: Vec<usize> = inputs
+            .iter()
+            .map(|&(v, _)| size(self.nodes[v].ty))
+            .collect();
+        sizes.extend(
+            outputs
+                .iter()
+                .chain(&temps)
+                .map(|&m| size(self.nodes[m].ty)),
+        );
         let mut steps = Vec::with_capacity(members.len());
         for (&i, placed) in members.iter().zip(&reads) {
             let node = &self.nodes[i];
@@ -286,14 +314,19 @@ impl Program {
                 .iter()
                 .map(|(v, dims)| match dims {
                     None => register_of(v.index),
-                    Some(d) => inputs.iter().position(|(w, e)| *w == v.index && e == d).expect("an input"),
+                    Some(d) => inputs
+                        .iter()
+                        .position(|(w, e)| *w == v.index && e == d)
+                        .expect("an input"),
                 })
                 .collect();
             let ty_of = |k: usize| self.nodes[placed[k].0.index].ty;
             let name = self.op_name(i);
             let (kernel, args): (Kernel, [usize; 3]) = match &node.op {
                 Op::Binary { op, .. } => {
-                    let run = Tensor::empty(ty_of(0)).binary_kernel(*op).ok_or_else(|| mismatch(name))?;
+                    let run = Tensor::empty(ty_of(0))
+                        .binary_kernel(*op)
+                        .ok_or_else(|| mismatch(name))?;
                     (run.into(), [reg[0], reg[1], 0])
                 }
                 Op::Compare { dir, .. } => {
@@ -303,7 +336,9 @@ impl Program {
                         Direction::Ge => (Direction::Le, reg[1], reg[0]),
                         dir => (*dir, reg[0], reg[1]),
                     };
-                    let run = Tensor::empty(ty_of(0)).compare_kernel(dir).ok_or_else(|| mismatch(name))?;
+                    let run = Tensor::empty(ty_of(0))
+                        .compare_kernel(dir)
+                        .ok_or_else(|| mismatch(name))?;
                     (run.into(), [a, b, 0])
                 }
                 Op::Select { .. } => {
@@ -311,15 +346,21 @@ impl Program {
                     (run.into(), [reg[0], reg[1], reg[2]])
                 }
                 Op::Clamp { .. } => {
-                    let run = Tensor::empty(node.ty).clamp_kernel().ok_or_else(|| mismatch(name))?;
+                    let run = Tensor::empty(node.ty)
+                        .clamp_kernel()
+                        .ok_or_else(|| mismatch(name))?;
                     (run.into(), [reg[0], reg[1], reg[2]])
                 }
                 Op::Unary { op, .. } => {
-                    let run = Tensor::empty(ty_of(0)).unary_kernel(*op).ok_or_else(|| mismatch(name))?;
+                    let run = Tensor::empty(ty_of(0))
+                        .unary_kernel(*op)
+                        .ok_or_else(|| mismatch(name))?;
                     (run.into(), [reg[0], 0, 0])
                 }
                 Op::Convert { .. } => {
-                    let run = Tensor::empty(ty_of(0)).convert_kernel(node.ty).ok_or_else(|| mismatch(name))?;
+                    let run = Tensor::empty(ty_of(0))
+                        .convert_kernel(node.ty)
+                        .ok_or_else(|| mismatch(name))?;
                     (run.into(), [reg[0], 0, 0])
                 }
                 Op::BroadcastInDim { .. } => {
@@ -494,21 +535,32 @@ impl Executable {
             if !has_direct {
                 return None;
             }
-            let mut slots = program.outputs.iter().enumerate().filter(|(_, v)| v.index == m);
+            let mut slots = program
+                .outputs
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.index == m);
             let (k, _) = slots.next()?;
             let read_later = self
                 .stages
                 .iter()
                 .any(|s| matches!(s, Stage::Group(g) if g.inputs.iter().any(|&(v, _)| v == m)))
                 || program.nodes.iter().any(|node| {
-                    !fusible(&node.op) && node.op.operands().into_iter().flatten().any(|v| v.index == m)
+                    !fusible(&node.op)
+                        && node
+                            .op
+                            .operands()
+                            .into_iter()
+                            .flatten()
+                            .any(|v| v.index == m)
                 });
             (slots.next().is_none() && !read_later).then_some(k)
         };
         for (s, stage) in self.stages.iter().enumerate() {
             match stage {
                 Stage::Node(i) => {
-                    let get = |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
+                    let get =
+                        |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
                     let out = eval(&program.nodes[*i], get)?;
                     values[*i] = Some(Cow::Owned(out));
                 }
@@ -520,7 +572,10 @@ impl Executable {
                     }
                     // Each member laid out as `Program::run` lays it out (from its operands'
                     // layouts), so that a reduction reading it adds in the same order.
-                    let mut layout: Vec<Strides> = placed.iter().map(|o| o.strides.iter().copied().collect()).collect();
+                    let mut layout: Vec<Strides> = placed
+                        .iter()
+                        .map(|o| o.strides.iter().copied().collect())
+                        .collect();
                     layout.resize(g.sizes.len(), Strides::new());
                     for st in &g.steps {
                         let args = &st.args[..st.kernel.inputs()];
@@ -531,20 +586,26 @@ impl Executable {
                     for (k, &m) in g.outputs.iter().enumerate() {
                         if direct_slot(m).is_none() {
                             let own = [&layout[g.inputs.len() + k][..]];
-                            fresh.push((m, Unwritten::new(program.nodes[m].ty, "run", &g.shape, &own)?));
+                            fresh.push((
+                                m,
+                                Unwritten::new(program.nodes[m].ty, "run", &g.shape, &own)?,
+                            ));
                         }
                     }
                     {
                         let mut operands = placed;
                         let mut fresh_iter = fresh.iter_mut();
-                        let mut slots: Vec<Option<&mut Tensor>> = direct.iter_mut().map(Some).collect();
+                        let mut slots: Vec<Option<&mut Tensor>> =
+                            direct.iter_mut().map(Some).collect();
                         for &m in &g.outputs {
                             match direct_slot(m) {
                                 Some(k) => {
                                     let out = slots[k].take().expect("one member per output");
                                     operands.push(out.output());
                                 }
-                                None => operands.push(fresh_iter.next().expect("allocated").1.operand()),
+                                None => {
+                                    operands.push(fresh_iter.next().expect("allocated").1.operand())
+                                }
                             }
                         }
                         let written: Vec<bool> =

@@ -189,7 +189,7 @@ macro_rules! precision {
 
 precision!(
     f32, f32, u32, mantissa: 23, bias: 127,
-    ln2: (0.693115234375, 3.194618329871446e-5), clamp: (-105.0, 90.0),
+    ln2: (0.69311523, 3.1946183e-5), clamp: (-105.0, 90.0),
     subnormal: (33554432.0, 25.0), tanh_one: 10.0,
     exp_terms: 7, ln_terms: 5
 );
@@ -270,7 +270,7 @@ pub(crate) mod trig {
     /// or NaN.
     #[inline(always)]
     pub(crate) fn wide(x: f32) -> bool {
-        !(x.abs() < LIMIT)
+        x.is_nan() || x.abs() >= LIMIT
     }
 }
 

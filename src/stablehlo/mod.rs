@@ -50,6 +50,8 @@ use crate::shape::{binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_chec
 
 mod compile;
 pub use compile::Executable;
+pub mod sharding;
+pub use sharding::{Mesh, PartitionSpec};
 mod eval;
 mod math;
 use eval::{eval, Kernels};
@@ -741,6 +743,10 @@ pub struct Program {
     nodes: Vec<Node>,
     params: Vec<Value>,
     outputs: Vec<Value>,
+    /// The device mesh shardings name ([`sharding`]).
+    mesh: Option<Mesh>,
+    /// Shardings of parameters and outputs, by node.
+    shardings: Vec<(usize, PartitionSpec)>,
 }
 
 /// A number no other program has had.
@@ -761,6 +767,8 @@ impl Clone for Program {
             nodes: self.nodes.clone(),
             params: self.params.clone(),
             outputs: self.outputs.clone(),
+            mesh: self.mesh.clone(),
+            shardings: self.shardings.clone(),
         }
     }
 }
@@ -800,6 +808,8 @@ impl Program {
             nodes: Vec::new(),
             params: Vec::new(),
             outputs: Vec::new(),
+            mesh: None,
+            shardings: Vec::new(),
         }
     }
 
@@ -820,7 +830,11 @@ impl Program {
     /// cloned from before the clone): an error (not a panic) for a handle of another one.
     /// A slot per node, the parameters' holding `inputs` (read in place), after checking their
     /// count, types and shapes.
-    fn inputs<'t>(&self, op: &'static str, inputs: &'t [Tensor]) -> Result<Vec<Option<Cow<'t, Tensor>>>> {
+    fn inputs<'t>(
+        &self,
+        op: &'static str,
+        inputs: &'t [Tensor],
+    ) -> Result<Vec<Option<Cow<'t, Tensor>>>> {
         if inputs.len() != self.params.len() {
             return Err(BroadcastError::ElementType {
                 op,
@@ -1230,9 +1244,23 @@ impl Program {
         let args: Vec<String> = self
             .params
             .iter()
-            .map(|&p| format!("{}: {}", names[p.index], ty(p)))
+            .map(|&p| {
+                let sharding = self.sharding_attr(p.index).unwrap_or_default();
+                format!("{}: {}{sharding}", names[p.index], ty(p))
+            })
             .collect();
         let results: Vec<String> = self.outputs.iter().map(|&v| ty(v)).collect();
+        let result_decls: Vec<String> = self
+            .outputs
+            .iter()
+            .map(|&v| {
+                format!(
+                    "{}{}",
+                    ty(v),
+                    self.sharding_attr(v.index).unwrap_or_default()
+                )
+            })
+            .collect();
         let mut body = String::new();
         let mut next = 0usize;
         let mut fresh = |body: &mut String, line: String| -> String {
@@ -1396,11 +1424,19 @@ impl Program {
             .iter()
             .map(|v| names[v.index].clone())
             .collect();
+        // A sharded program says how many devices it spans; one without, nothing.
+        let attributes = match (&self.mesh, self.shardings.is_empty()) {
+            (Some(mesh), false) => format!(
+                " attributes {{mhlo.num_partitions = {} : i32, mhlo.num_replicas = 1 : i32}}",
+                mesh.devices()
+            ),
+            _ => String::new(),
+        };
         format!(
-            "module @{} {{\n  func.func public @main({}) -> ({}) {{\n{body}    return {} : {}\n  }}\n}}\n",
+            "module @{}{attributes} {{\n  func.func public @main({}) -> ({}) {{\n{body}    return {} : {}\n  }}\n}}\n",
             self.name,
             args.join(", "),
-            results.join(", "),
+            result_decls.join(", "),
             returned.join(", "),
             results.join(", ")
         )

@@ -104,4 +104,3 @@ pub fn dense_backward(m: usize, n: usize) -> Program {
     p.output(db).unwrap();
     p
 }
-

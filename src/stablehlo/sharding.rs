@@ -1,0 +1,318 @@
+//! Shardings: how XLA's SPMD partitioner splits a program's arrays over a device mesh, in the
+//! vocabulary of JAX's `Mesh` and `PartitionSpec`.
+//!
+//! A program with a [`Mesh`] and [`PartitionSpec`]s on some of its parameters and outputs
+//! exports them as GSPMD's `mhlo.sharding` attributes, with the module's partition count
+//! (`mhlo.num_partitions`). GSPMD's strings are what XLA reads from StableHLO text on every
+//! path, the Shardy partitioner of `jax==0.10.2` included (it imports them); Shardy's own
+//! `sdy.mesh` and `sdy.sharding` need its dialect registered by the caller. XLA then splits
+//! the work and inserts the collectives (an all-reduce for a sum over a split dim).
+//! [`Program::run`] and [`Program::compile`] ignore shardings: one machine computes the same
+//! values.
+//!
+//! Running the exported text on a mesh from JAX:
+//!
+//! ```text
+//! import jax, numpy as np
+//! from jax._src import compiler
+//! from jax.extend.backend import get_backend
+//! from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+//!
+//! backend = get_backend("cpu")            # XLA_FLAGS=--xla_force_host_platform_device_count=8
+//! options = compiler.get_compile_options(num_replicas=1, num_partitions=8,
+//!                                        use_spmd_partitioning=True)
+//! exe = backend.compile_and_load(text, backend.devices()[:8], options)
+//! mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+//! x = jax.device_put(x, NamedSharding(mesh, P("data", None)))
+//! out = exe.execute_sharded([x]).consume_with_handlers([...])  # see tools/xla_spmd_check.py
+//! ```
+
+use super::{Program, Value};
+use crate::error::{BroadcastError, Result};
+
+/// A device mesh: named axes with sizes, major first (JAX's `Mesh`); device `i` of the
+/// partition count sits at the row-major index `i` of the mesh.
+///
+/// ```
+/// use xla_bcast::stablehlo::Mesh;
+/// let mesh = Mesh::new(&[("data", 4), ("model", 2)]).unwrap();
+/// assert_eq!(mesh.devices(), 8);
+/// assert!(Mesh::new(&[("data", 4), ("data", 2)]).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mesh {
+    axes: Vec<(String, usize)>,
+}
+
+impl Mesh {
+    /// A mesh of these axes.
+    ///
+    /// # Errors
+    /// [`BroadcastError::Sharding`] for no axes, an axis of size 0, an empty or repeated name.
+    pub fn new(axes: &[(&str, usize)]) -> Result<Mesh> {
+        let refuse = |axis: &str, reason: &str| BroadcastError::Sharding {
+            array: "the mesh".to_string(),
+            dim: None,
+            axis: Some(axis.to_string()),
+            reason: reason.to_string(),
+        };
+        if axes.is_empty() {
+            return Err(refuse("", "a mesh has at least one axis"));
+        }
+        for (i, &(name, size)) in axes.iter().enumerate() {
+            if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                return Err(refuse(name, "axis names are letters, digits and `_`"));
+            }
+            if size == 0 {
+                return Err(refuse(name, "an axis has at least one device"));
+            }
+            if axes[..i].iter().any(|&(other, _)| other == name) {
+                return Err(refuse(name, "the mesh names this axis twice"));
+            }
+        }
+        axes.iter()
+            .try_fold(1usize, |n, &(_, s)| n.checked_mul(s))
+            .ok_or_else(|| refuse("", "the mesh's device count overflows"))?;
+        Ok(Mesh {
+            axes: axes.iter().map(|&(n, s)| (n.to_string(), s)).collect(),
+        })
+    }
+
+    /// The number of devices: the product of the axes' sizes.
+    pub fn devices(&self) -> usize {
+        self.axes.iter().map(|(_, s)| s).product()
+    }
+
+    /// The axes, major first: names and sizes.
+    pub fn axes(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.axes.iter().map(|(n, s)| (n.as_str(), *s))
+    }
+
+    fn position(&self, axis: &str) -> Option<usize> {
+        self.axes.iter().position(|(n, _)| n == axis)
+    }
+}
+
+/// How an array is split (JAX's `PartitionSpec`): for each of its dims, the mesh axes it is
+/// split over, major first; no axes, a replicated dim. Mesh axes no dim uses replicate the
+/// whole array along them.
+///
+/// ```
+/// use xla_bcast::stablehlo::PartitionSpec;
+/// // P("data", None) and P(("data", "model"), None)
+/// let rows = PartitionSpec::new(&[&["data"], &[]]);
+/// let both = PartitionSpec::new(&[&["data", "model"], &[]]);
+/// assert_ne!(rows, both);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionSpec {
+    dims: Vec<Vec<String>>,
+}
+
+impl PartitionSpec {
+    /// For each dim, the mesh axes it is split over.
+    pub fn new(dims: &[&[&str]]) -> PartitionSpec {
+        PartitionSpec {
+            dims: dims
+                .iter()
+                .map(|d| d.iter().map(|a| a.to_string()).collect())
+                .collect(),
+        }
+    }
+
+    /// Every dim of an array of `rank` replicated.
+    pub fn replicated(rank: usize) -> PartitionSpec {
+        PartitionSpec {
+            dims: vec![Vec::new(); rank],
+        }
+    }
+
+    /// The axes of each dim.
+    pub fn dims(&self) -> impl Iterator<Item = Vec<&str>> {
+        self.dims
+            .iter()
+            .map(|d| d.iter().map(String::as_str).collect())
+    }
+
+    /// GSPMD's sharding string for this spec on `mesh`: the tile assignment over the array's
+    /// dims (and a last one, replicated, for the axes no dim uses) as an iota of the mesh's
+    /// devices, transposed to the axes' order.
+    pub(super) fn gspmd(&self, mesh: &Mesh) -> String {
+        let mut order: Vec<usize> = Vec::new();
+        let mut tiles: Vec<usize> = Vec::new();
+        for d in &self.dims {
+            let positions: Vec<usize> = d.iter().filter_map(|a| mesh.position(a)).collect();
+            tiles.push(positions.iter().map(|&p| mesh.axes[p].1).product());
+            order.extend(positions);
+        }
+        let unused: Vec<usize> = (0..mesh.axes.len())
+            .filter(|p| !order.contains(p))
+            .collect();
+        let replicated: usize = unused.iter().map(|&p| mesh.axes[p].1).product();
+        if tiles.iter().all(|&t| t == 1) {
+            return "{replicated}".to_string();
+        }
+        order.extend(&unused);
+        if replicated > 1 {
+            tiles.push(replicated);
+        }
+        let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        let sizes: Vec<usize> = mesh.axes.iter().map(|(_, s)| *s).collect();
+        // In the mesh's order the devices are an iota; otherwise the mesh's dims transposed.
+        let iota = match order.iter().copied().eq(0..order.len()) {
+            true => format!("[{}]", mesh.devices()),
+            false => format!("[{}]T({})", list(&sizes), list(&order)),
+        };
+        let last = match replicated > 1 {
+            true => " last_tile_dim_replicate",
+            false => "",
+        };
+        format!("{{devices=[{}]<={iota}{last}}}", list(&tiles))
+    }
+}
+
+impl Program {
+    /// Sets the device mesh the program's shardings name (see the [module](self)).
+    ///
+    /// # Errors
+    /// [`BroadcastError::Sharding`] when shardings recorded on another mesh would not fit
+    /// this one.
+    pub fn set_mesh(&mut self, mesh: Mesh) -> Result<()> {
+        for (index, spec) in &self.shardings {
+            self.check_spec(&mesh, *index, spec)?;
+        }
+        self.mesh = Some(mesh);
+        Ok(())
+    }
+
+    /// The program's mesh, if it has one.
+    pub fn mesh(&self) -> Option<&Mesh> {
+        self.mesh.as_ref()
+    }
+
+    /// Splits `x`, a parameter or an output of the program, over the mesh as `spec` says
+    /// (JAX's `NamedSharding(mesh, spec)`); exported as its `mhlo.sharding`.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::{Mesh, PartitionSpec, Program};
+    ///
+    /// let mut p = Program::new("dense");
+    /// p.set_mesh(Mesh::new(&[("data", 4), ("model", 2)]).unwrap()).unwrap();
+    /// let x = p.parameter::<f32>(&[8, 6]);
+    /// p.shard(x, &PartitionSpec::new(&[&["data"], &[]])).unwrap();
+    /// let s = p.reduce_sum(x, &[0]).unwrap(); // XLA adds an all-reduce over `data`
+    /// p.output(s).unwrap();
+    /// let text = p.to_stablehlo();
+    /// assert!(text.contains("mhlo.num_partitions = 8"));
+    /// assert!(text.contains(r#"{mhlo.sharding = "{devices=[4,1,2]<=[8] last_tile_dim_replicate}"}"#));
+    /// // A split dim must divide evenly; each axis once per array.
+    /// assert!(p.shard(x, &PartitionSpec::new(&[&[], &["data"]])).is_err());
+    /// assert!(p.shard(x, &PartitionSpec::new(&[&["data"], &["data"]])).is_err());
+    /// ```
+    ///
+    /// # Errors
+    /// [`BroadcastError::Sharding`], naming the array, the dim and the axis: no mesh, `x`
+    /// neither a parameter nor an output, a spec of another rank, an axis the mesh lacks or
+    /// named twice, a dim its axes' device count does not divide.
+    pub fn shard(&mut self, x: Value, spec: &PartitionSpec) -> Result<()> {
+        self.own("shard", &[x])?;
+        let Some(mesh) = &self.mesh else {
+            return Err(BroadcastError::Sharding {
+                array: self.array_name(x.index),
+                dim: None,
+                axis: None,
+                reason: "the program has no mesh: call `set_mesh` first".to_string(),
+            });
+        };
+        self.check_spec(mesh, x.index, spec)?;
+        let is_param = self.params.iter().any(|p| p.index == x.index);
+        let is_output = self.outputs.iter().any(|o| o.index == x.index);
+        if !is_param && !is_output {
+            return Err(BroadcastError::Sharding {
+                array: self.array_name(x.index),
+                dim: None,
+                axis: None,
+                reason: "only parameters and outputs carry shardings: make it an output first"
+                    .to_string(),
+            });
+        }
+        self.shardings.retain(|(i, _)| *i != x.index);
+        self.shardings.push((x.index, spec.clone()));
+        Ok(())
+    }
+
+    /// `spec`'s errors for the array of node `index` on `mesh`.
+    fn check_spec(&self, mesh: &Mesh, index: usize, spec: &PartitionSpec) -> Result<()> {
+        let shape = &self.nodes[index].shape;
+        let refuse =
+            |dim: Option<usize>, axis: Option<&str>, reason: String| BroadcastError::Sharding {
+                array: self.array_name(index),
+                dim,
+                axis: axis.map(str::to_string),
+                reason,
+            };
+        if spec.dims.len() != shape.len() {
+            return Err(refuse(
+                None,
+                None,
+                format!(
+                    "the spec has {} dims, the array {:?} has {}",
+                    spec.dims.len(),
+                    shape,
+                    shape.len()
+                ),
+            ));
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for (d, axes) in spec.dims.iter().enumerate() {
+            let mut devices = 1usize;
+            for a in axes {
+                let Some(p) = mesh.position(a) else {
+                    return Err(refuse(
+                        Some(d),
+                        Some(a),
+                        "the mesh has no such axis".to_string(),
+                    ));
+                };
+                if seen.contains(&a.as_str()) {
+                    return Err(refuse(
+                        Some(d),
+                        Some(a),
+                        "an array uses each mesh axis once".to_string(),
+                    ));
+                }
+                seen.push(a);
+                devices *= mesh.axes[p].1;
+            }
+            if shape[d] % devices != 0 {
+                return Err(refuse(
+                    Some(d),
+                    axes.last().map(String::as_str),
+                    format!(
+                        "dim {d} of size {} does not split evenly over {devices} devices",
+                        shape[d]
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// How errors name the array of node `index`.
+    fn array_name(&self, index: usize) -> String {
+        if let Some(k) = self.params.iter().position(|p| p.index == index) {
+            return format!("parameter {k} {:?}", self.nodes[index].shape);
+        }
+        if let Some(k) = self.outputs.iter().position(|o| o.index == index) {
+            return format!("output {k} {:?}", self.nodes[index].shape);
+        }
+        format!("value %{index} {:?}", self.nodes[index].shape)
+    }
+
+    /// The `mhlo.sharding` attribute of node `index`, if it has a sharding.
+    pub(super) fn sharding_attr(&self, index: usize) -> Option<String> {
+        let mesh = self.mesh.as_ref()?;
+        let (_, spec) = self.shardings.iter().find(|(i, _)| *i == index)?;
+        Some(format!(" {{mhlo.sharding = \"{}\"}}", spec.gspmd(mesh)))
+    }
+}
