@@ -6,9 +6,12 @@
 //! `tools/xla_check.py`, which runs every module on XLA's CPU compiler and compares bit for bit
 //! (`.ci/run` does both).
 
+mod common;
+
+use common::workloads as crate_workloads;
 use ndarray::{ArrayD, IxDyn};
 use serde_json::{json, Value as Json};
-use xla_bcast::stablehlo::{Kind, Program, StableHloElement, Tensor, Value};
+use xla_bcast::stablehlo::{Kind, Mesh, PartitionSpec, Program, StableHloElement, Tensor, Value};
 use xla_bcast::BroadcastError;
 
 #[test]
@@ -1033,4 +1036,383 @@ fn run_matches_the_array_ops_on_large_inputs() {
     let want = f.t().sub_bcast(&col, &[]).unwrap();
     assert_eq!(out[0], want.into_dyn().into());
     assert_eq!(out[1], col.gt_bcast(&f.t(), &[]).unwrap().into_dyn().into());
+}
+
+/// A mesh axis of the SPMD corpus: name and size.
+type Axis = (&'static str, usize);
+
+/// The SPMD corpus's meshes: 1-D, 2-D and 4-D, 8 devices each.
+const MESHES: [&[Axis]; 3] = [
+    &[("x", 8)],
+    &[("data", 4), ("model", 2)],
+    &[("a", 2), ("b", 2), ("c", 2), ("d", 1)],
+];
+
+/// A random sharding of `shape` on `mesh`: each dim split over mesh axes (unused so far) whose
+/// device count divides it, or replicated.
+fn random_spec(rng: &mut Rng, mesh: &[Axis], shape: &[usize]) -> Vec<Vec<&'static str>> {
+    let mut free: Vec<Axis> = mesh.to_vec();
+    shape
+        .iter()
+        .map(|&n| {
+            let mut axes = Vec::new();
+            let mut devices = 1;
+            while !free.is_empty() && rng.below(3) > 0 {
+                let (name, size) = free[rng.below(free.len())];
+                if n % (devices * size) != 0 {
+                    break;
+                }
+                free.retain(|&(f, _)| f != name);
+                axes.push(name);
+                devices *= size;
+            }
+            axes
+        })
+        .collect()
+}
+
+/// Shards `v` as `spec` says, and returns the spec for the corpus.
+fn shard(p: &mut Program, v: Value, spec: &[Vec<&'static str>]) -> Json {
+    let dims: Vec<&[&str]> = spec.iter().map(|d| &d[..]).collect();
+    p.shard(v, &PartitionSpec::new(&dims)).unwrap();
+    json!(spec)
+}
+
+/// A tensor of `shape` holding integers from 0 to `max` (sums and products of a few of them are
+/// exact in every type, in any order), of the type `convert` makes from `f64`.
+fn exact(rng: &mut Rng, shape: &[usize], lo: i64, max: i64, convert: Unarier) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n)
+        .map(|_| (lo + rng.below((max - lo + 1) as usize) as i64) as f64)
+        .collect();
+    let mut p = Program::new("values");
+    let x = p.parameter::<f64>(shape);
+    let y = convert(&mut p, x).unwrap();
+    p.output(y).unwrap();
+    p.run(&[ArrayD::from_shape_vec(IxDyn(shape), v).unwrap().into()])
+        .unwrap()
+        .remove(0)
+}
+
+/// An element type of the SPMD corpus: its name, a parameter of it, and the conversion to it.
+type Typed = (&'static str, fn(&mut Program, &[usize]) -> Value, Unarier);
+
+fn spmd_types() -> Vec<Typed> {
+    macro_rules! ty {
+        ($t:ty) => {
+            (
+                <$t as StableHloElement>::TYPE.name,
+                (|p: &mut Program, s: &[usize]| p.parameter::<$t>(s))
+                    as fn(&mut Program, &[usize]) -> Value,
+                Program::convert::<$t> as Unarier,
+            )
+        };
+    }
+    #[allow(unused_mut)]
+    let mut types: Vec<Typed> = vec![
+        ty!(bool),
+        ty!(i8),
+        ty!(i16),
+        ty!(i32),
+        ty!(i64),
+        ty!(u8),
+        ty!(u16),
+        ty!(u32),
+        ty!(u64),
+        ty!(f32),
+        ty!(f64),
+    ];
+    #[cfg(feature = "half")]
+    types.extend([ty!(half::f16), ty!(half::bf16)]);
+    #[cfg(feature = "complex")]
+    types.extend([
+        ty!(num_complex::Complex<f32>),
+        ty!(num_complex::Complex<f64>),
+    ]);
+    types
+}
+
+/// Records a case of the SPMD corpus: the program (every parameter and output sharded), its
+/// inputs and the crate's outputs, the mesh and the specs, and whether a reduction runs over a
+/// split dim (XLA must then insert a collective).
+fn spmd_case(
+    name: String,
+    p: &Program,
+    inputs: Vec<Tensor>,
+    specs: (Vec<Json>, Vec<Json>),
+    mesh: &[Axis],
+    reduces_split: bool,
+    corpus: &mut Vec<Json>,
+) {
+    let before = corpus.len();
+    case(name, p, inputs, corpus);
+    let c = &mut corpus[before];
+    c["mesh"] = json!(mesh.iter().map(|(n, s)| json!([n, s])).collect::<Vec<_>>());
+    c["in_specs"] = json!(specs.0);
+    c["out_specs"] = json!(specs.1);
+    c["reduces_split"] = json!(reduces_split);
+}
+
+/// The programs `tools/xla_spmd_check.py` runs on 8 devices (`XLA_BCAST_SPMD_EXPORT=<file>`):
+/// every op family of every element type on each mesh, the workloads of the fused-programs
+/// benchmarks, and 240 random programs, all with random shardings.
+#[test]
+fn spmd_corpus() {
+    let mut corpus = Vec::new();
+    let mut rng = Rng(0x243f_6a88_85a3_08d3);
+    for mesh in MESHES {
+        let set_mesh = |p: &mut Program| p.set_mesh(Mesh::new(mesh).unwrap()).unwrap();
+        let shape: Vec<usize> = match mesh.len() {
+            4 => vec![2, 4, 2, 4],
+            _ => vec![8, 4],
+        };
+        let mesh_name = mesh
+            .iter()
+            .map(|(n, s)| format!("{n}{s}"))
+            .collect::<Vec<_>>()
+            .join("x");
+        for (ty, param, convert) in spmd_types() {
+            // Binary ops and comparisons: two sharded operands, each result sharded anew.
+            let mut p = Program::new("binary");
+            set_mesh(&mut p);
+            let (x, y) = (param(&mut p, &shape), param(&mut p, &shape));
+            let sx = random_spec(&mut rng, mesh, &shape);
+            let sy = random_spec(&mut rng, mesh, &shape);
+            let ins = vec![shard(&mut p, x, &sx), shard(&mut p, y, &sy)];
+            let mut outs = Vec::new();
+            for (name, record) in BINARY.iter().chain(&COMPARE) {
+                // Integer pow past 63 and division's rewrites are documented differences.
+                if matches!(*name, "pow" | "div" | "rem" | "atan2") {
+                    continue;
+                }
+                if let Ok(v) = record(&mut p, x, y, &[]) {
+                    p.output(v).unwrap();
+                    let spec = random_spec(&mut rng, mesh, &shape);
+                    outs.push(shard(&mut p, v, &spec));
+                }
+            }
+            let inputs = vec![
+                exact(&mut rng, &shape, 0, 3, convert),
+                exact(&mut rng, &shape, 1, 3, convert),
+            ];
+            spmd_case(
+                format!("spmd binary/{ty}/{mesh_name}"),
+                &p,
+                inputs,
+                (ins, outs),
+                mesh,
+                false,
+                &mut corpus,
+            );
+            // The exact unary ops and reductions over every axis set of one or two dims.
+            let mut p = Program::new("unary_reduce");
+            set_mesh(&mut p);
+            let x = param(&mut p, &shape);
+            let sx = random_spec(&mut rng, mesh, &shape);
+            let ins = vec![shard(&mut p, x, &sx)];
+            let mut outs = Vec::new();
+            for (_, record) in UNARY {
+                if let Ok(v) = record(&mut p, x) {
+                    p.output(v).unwrap();
+                    outs.push(shard(&mut p, v, &random_spec(&mut rng, mesh, &shape)));
+                }
+            }
+            let mut reduces_split = false;
+            for (name, record) in REDUCE {
+                let axes = [rng.below(shape.len())];
+                // XLA's CPU collectives refuse an integer `and` or `or` across devices (README).
+                let bitwise = matches!(name, "reduce_and" | "reduce_or");
+                if bitwise && ty != "i1" && !sx[axes[0]].is_empty() {
+                    continue;
+                }
+                if let Ok(v) = record(&mut p, x, &axes) {
+                    reduces_split |= !sx[axes[0]].is_empty();
+                    p.output(v).unwrap();
+                    let kept: Vec<usize> = (0..shape.len())
+                        .filter(|&d| d != axes[0])
+                        .map(|d| shape[d])
+                        .collect();
+                    outs.push(shard(&mut p, v, &random_spec(&mut rng, mesh, &kept)));
+                }
+            }
+            // Values 1 and 2: products over any dim stay exact.
+            let inputs = vec![exact(&mut rng, &shape, 1, 2, convert)];
+            spmd_case(
+                format!("spmd unary, reduce/{ty}/{mesh_name}"),
+                &p,
+                inputs,
+                (ins, outs),
+                mesh,
+                reduces_split,
+                &mut corpus,
+            );
+        }
+        // The workloads: rows split (statistics over the unsplit last dim, bit for bit), and
+        // the dense layer's bias gradient summed over its split batch dim.
+        for (name, p, shapes, split) in [
+            (
+                "layer_norm",
+                crate_workloads::layer_norm(8, 16),
+                vec![vec![8, 16], vec![16], vec![16]],
+                0,
+            ),
+            (
+                "softmax",
+                crate_workloads::softmax(8, 16, 1),
+                vec![vec![8, 16]],
+                0,
+            ),
+            (
+                "attention",
+                crate_workloads::attention(8, 4, 8),
+                vec![vec![8, 4, 8, 8], vec![8, 8]],
+                0,
+            ),
+            (
+                "dense_backward",
+                crate_workloads::dense_backward(16, 8),
+                vec![vec![16, 8], vec![16, 8]],
+                0,
+            ),
+        ] {
+            let mut p = p;
+            set_mesh(&mut p);
+            let params: Vec<Value> = p.parameters().to_vec();
+            let mut ins = Vec::new();
+            for (v, s) in params.iter().zip(&shapes) {
+                let mut spec = vec![Vec::new(); s.len()];
+                if s.len() > 1 {
+                    spec[split] = vec![mesh[0].0];
+                }
+                ins.push(shard(&mut p, *v, &spec));
+            }
+            let outputs: Vec<Value> = p.outputs().to_vec();
+            let outs: Vec<Json> = outputs
+                .iter()
+                .map(|&v| {
+                    let rank = p.shape(v).unwrap().len();
+                    let spec = vec![Vec::new(); rank];
+                    shard(&mut p, v, &spec)
+                })
+                .collect();
+            // Layer norm's beta zero: XLA contracts `x * g + beta` into a fused multiply-add,
+            // which can cancel to a result many ulps from the rounded product's (README).
+            let inputs: Vec<Tensor> = shapes
+                .iter()
+                .enumerate()
+                .map(|(k, s)| match (name, k) {
+                    ("layer_norm", 2) => exact(&mut rng, s, 0, 0, Program::convert::<f32>),
+                    _ => exact(&mut rng, s, -3, 3, Program::convert::<f32>),
+                })
+                .collect();
+            spmd_case(
+                format!("spmd {name}/{mesh_name}"),
+                &p,
+                inputs,
+                (ins, outs),
+                mesh,
+                name == "dense_backward",
+                &mut corpus,
+            );
+            // XLA's `rsqrt`, `exp` and `f32` division are approximations (README).
+            if name != "dense_backward" {
+                corpus.last_mut().expect("just pushed")["ulps"] = json!(4);
+            }
+        }
+        // Random programs: chains of ops with broadcasts of split operands and reductions over
+        // split dims.
+        for k in 0..80 {
+            let mut p = Program::new("random");
+            set_mesh(&mut p);
+            let x = p.parameter::<f32>(&shape);
+            let sx = random_spec(&mut rng, mesh, &shape);
+            let mut ins = vec![shard(&mut p, x, &sx)];
+            let mut inputs = vec![exact(&mut rng, &shape, -3, 3, Program::convert::<f32>)];
+            let mut v = x;
+            let mut reduces_split = false;
+            let last = shape.len() - 1;
+            for _ in 0..1 + rng.below(5) {
+                v = match rng.below(5) {
+                    0 => {
+                        // A split row broadcast along the other dims.
+                        let b = p.parameter::<f32>(&shape[last..]);
+                        let spec = random_spec(&mut rng, mesh, &shape[last..]);
+                        ins.push(shard(&mut p, b, &spec));
+                        inputs.push(exact(
+                            &mut rng,
+                            &shape[last..],
+                            -3,
+                            3,
+                            Program::convert::<f32>,
+                        ));
+                        p.add(v, b, &[last]).unwrap()
+                    }
+                    1 => {
+                        // A reduction, broadcast back.
+                        let axis = rng.below(shape.len());
+                        reduces_split |= !sx[axis].is_empty();
+                        let r = p.reduce_sum(v, &[axis]).unwrap();
+                        let dims: Vec<usize> = (0..shape.len()).filter(|&d| d != axis).collect();
+                        p.sub(v, r, &dims).unwrap()
+                    }
+                    2 => p.abs(v).unwrap(),
+                    3 => {
+                        let c = p.constant(2.0f32);
+                        p.max(v, c, &[]).unwrap()
+                    }
+                    _ => p.neg(v).unwrap(),
+                };
+            }
+            p.output(v).unwrap();
+            let spec = random_spec(&mut rng, mesh, &shape);
+            let outs = vec![shard(&mut p, v, &spec)];
+            spmd_case(
+                format!("spmd random {k}/{mesh_name}"),
+                &p,
+                inputs,
+                (ins, outs),
+                mesh,
+                reduces_split,
+                &mut corpus,
+            );
+        }
+    }
+    // General floats summed over a split dim: XLA adds per device, then across devices, so
+    // these are measured (the ulps printed), not compared bit for bit.
+    for mesh in MESHES {
+        for k in 0..4 {
+            let mut p = Program::new("sum");
+            p.set_mesh(Mesh::new(mesh).unwrap()).unwrap();
+            let x = p.parameter::<f32>(&[256, 16]);
+            let ins = vec![shard(&mut p, x, &[vec![mesh[0].0], vec![]])];
+            let s = p.reduce_sum(x, &[0]).unwrap();
+            p.output(s).unwrap();
+            let outs = vec![shard(&mut p, s, &[vec![]])];
+            let values: Vec<f32> = (0..256 * 16)
+                .map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0)
+                .collect();
+            let input = ArrayD::from_shape_vec(IxDyn(&[256, 16]), values)
+                .unwrap()
+                .into();
+            spmd_case(
+                format!("spmd general sum {k}/{}", mesh[0].0),
+                &p,
+                vec![input],
+                (ins, outs),
+                mesh,
+                true,
+                &mut corpus,
+            );
+            corpus.last_mut().expect("just pushed")["measure_ulps"] = json!(true);
+        }
+    }
+    assert!(corpus.len() > 300, "{}", corpus.len());
+    if let Ok(path) = std::env::var("XLA_BCAST_SPMD_EXPORT") {
+        std::fs::write(
+            &path,
+            serde_json::to_string(&json!({"cases": corpus})).unwrap(),
+        )
+        .unwrap();
+        println!("wrote {} programs to {path}", corpus.len());
+    }
 }

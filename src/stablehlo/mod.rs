@@ -909,6 +909,16 @@ impl Program {
         self.push(Op::Constant(t), vec![], T::TYPE)
     }
 
+    /// The parameters, in the order `run` takes their inputs.
+    pub fn parameters(&self) -> &[Value] {
+        &self.params
+    }
+
+    /// The outputs, in the order `run` gives them.
+    pub fn outputs(&self) -> &[Value] {
+        &self.outputs
+    }
+
     /// The shape of `v`; an error for a value of another program.
     pub fn shape(&self, v: Value) -> Result<&[usize]> {
         self.own("shape", &[v])?;

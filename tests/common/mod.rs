@@ -1,3 +1,4 @@
-//! Code the integration tests share.
+//! Code the integration tests share (each test uses some of it).
 
+#[allow(dead_code)]
 pub mod workloads;
