@@ -43,7 +43,7 @@ use crate::error::Result;
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 use kernel::Block;
-pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};
+pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, SlotInfo, Update, Writes, Zip, Zip3};
 pub(crate) use operand::{Operand, Src, Strides};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Order, Plan};

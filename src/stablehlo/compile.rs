@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 
 use super::eval::{eval, mismatch};
-use super::{Direction, ElementType, Op, Program, Tensor, Unwritten, Value};
+use super::{Direction, ElementType, Op, Program, Reduction, Tensor, Unwritten, Value};
 use crate::engine::fused::{self, Chain, Step, MAX_OPERANDS};
 use crate::engine::table::{self, Kernel};
 use crate::engine::Operand;
@@ -72,6 +72,11 @@ struct Group {
     outputs: Vec<usize>,
     sizes: Vec<usize>,
     steps: Vec<Step>,
+}
+
+/// A rank-0 tensor of `ty`: its kernels, for a type known by name.
+fn kernels_of(ty: ElementType) -> Tensor {
+    Tensor::identity(ty, Reduction::Sum).expect("every element type has a sum's identity")
 }
 
 /// A group while the program is read.
@@ -238,7 +243,7 @@ impl Program {
     /// The fused loop of `members` (node indices, in order) over `shape`, writing the members
     /// `needed` says to arrays.
     fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Group> {
-        let size = |ty: ElementType| Tensor::empty(ty).element_size();
+        let size = |ty: ElementType| kernels_of(ty).element_size();
         let is_member = |v: &Value| members.contains(&v.index);
         // Inputs: every operand that is not a member, placed at the shape as its op places it.
         let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
@@ -324,7 +329,7 @@ impl Program {
             let name = self.op_name(i);
             let (kernel, args): (Kernel, [usize; 3]) = match &node.op {
                 Op::Binary { op, .. } => {
-                    let run = Tensor::empty(ty_of(0))
+                    let run = kernels_of(ty_of(0))
                         .binary_kernel(*op)
                         .ok_or_else(|| mismatch(name))?;
                     (run.into(), [reg[0], reg[1], 0])
@@ -336,7 +341,7 @@ impl Program {
                         Direction::Ge => (Direction::Le, reg[1], reg[0]),
                         dir => (*dir, reg[0], reg[1]),
                     };
-                    let run = Tensor::empty(ty_of(0))
+                    let run = kernels_of(ty_of(0))
                         .compare_kernel(dir)
                         .ok_or_else(|| mismatch(name))?;
                     (run.into(), [a, b, 0])
@@ -346,19 +351,19 @@ impl Program {
                     (run.into(), [reg[0], reg[1], reg[2]])
                 }
                 Op::Clamp { .. } => {
-                    let run = Tensor::empty(node.ty)
+                    let run = kernels_of(node.ty)
                         .clamp_kernel()
                         .ok_or_else(|| mismatch(name))?;
                     (run.into(), [reg[0], reg[1], reg[2]])
                 }
                 Op::Unary { op, .. } => {
-                    let run = Tensor::empty(ty_of(0))
+                    let run = kernels_of(ty_of(0))
                         .unary_kernel(*op)
                         .ok_or_else(|| mismatch(name))?;
                     (run.into(), [reg[0], 0, 0])
                 }
                 Op::Convert { .. } => {
-                    let run = Tensor::empty(ty_of(0))
+                    let run = kernels_of(ty_of(0))
                         .convert_kernel(node.ty)
                         .ok_or_else(|| mismatch(name))?;
                     (run.into(), [reg[0], 0, 0])
@@ -561,7 +566,7 @@ impl Executable {
                 Stage::Node(i) => {
                     let get =
                         |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
-                    let out = eval(&program.nodes[*i], get)?;
+                    let out = eval(&program.nodes[*i], &get)?;
                     values[*i] = Some(Cow::Owned(out));
                 }
                 Stage::Group(g) => {

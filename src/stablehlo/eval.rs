@@ -813,7 +813,7 @@ pub(super) fn mismatch(op: &'static str) -> BroadcastError {
 }
 
 /// One node on concrete inputs.
-pub(super) fn eval<'v>(node: &'v Node, get: impl Fn(&Value) -> &'v Tensor) -> Result<Tensor> {
+pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Result<Tensor> {
     let shape = &node.shape[..];
     // Each operand placed at the node's shape: by `dims`, or (none given) at its own rank.
     let place = |op: &'static str, v: &'v Tensor, dims: Option<&[usize]>| {

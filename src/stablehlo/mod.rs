@@ -46,7 +46,9 @@ use crate::engine::reduce::FoldFn;
 use crate::engine::table::{self, Kernel, Run};
 use crate::engine::{Operand, Src};
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_check, select_shape};
+use crate::shape::{
+    binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_check, iota, select_shape,
+};
 
 mod compile;
 pub use compile::Executable;
@@ -152,29 +154,6 @@ macro_rules! tensor_types {
         }
 
         impl Tensor {
-            /// An empty tensor of `ty` (shape `[0]`): its kernels, for a type known by name.
-            fn empty(ty: ElementType) -> Tensor {
-                $(
-                    $(#[$cfg])*
-                    if ty == <$t as StableHloElement>::TYPE {
-                        return Tensor::$variant(ArrayD::from_shape_vec(ndarray::IxDyn(&[0]), Vec::new()).expect("an empty shape"));
-                    }
-                )*
-                unreachable!("every element type is a tensor's")
-            }
-
-            /// `src`'s elements into this tensor, of the same type and shape.
-            fn assign_from(&mut self, op: &'static str, src: &Tensor) -> Result<()> {
-                crate::front::check_out(op, src.shape(), self.shape())?;
-                match (self, src) {
-                    $($(#[$cfg])* (Tensor::$variant(a), Tensor::$variant(b)) => {
-                        a.assign(b);
-                        Ok(())
-                    })*
-                    (a, b) => Err(type_error(op, &[a.element_type(), b.element_type()], "an output of another type than the program's")),
-                }
-            }
-
             /// Its element type.
             pub fn element_type(&self) -> ElementType {
                 match self {
@@ -358,6 +337,33 @@ tensor_types! {
     C64: num_complex::Complex<f32>, "complex<f32>", Complex, (complex);
     #[cfg(feature = "complex")]
     C128: num_complex::Complex<f64>, "complex<f64>", Complex, (complex);
+}
+
+impl Tensor {
+    /// `src`'s elements into this tensor, of the same type and shape, through the engine's
+    /// copy of their size.
+    fn assign_from(&mut self, op: &'static str, src: &Tensor) -> Result<()> {
+        crate::front::check_out(op, src.shape(), self.shape())?;
+        if self.element_type() != src.element_type() {
+            return Err(type_error(
+                op,
+                &[self.element_type(), src.element_type()],
+                "an output of another type than the program's",
+            ));
+        }
+        let size = src.element_size();
+        let input = src.placed(op, src.shape(), &iota(src.shape().len()))?;
+        let copy = table::copy(size).ok_or_else(|| eval::mismatch(op))?;
+        let slot = crate::engine::SlotInfo {
+            size,
+            needs_drop: false,
+            plain: true,
+        };
+        // SAFETY: a copy of the elements' size between two tensors of one type (plain numbers,
+        // no drop glue) and shape; `self` is borrowed mutably, so nothing else touches it.
+        unsafe { table::write(self.output(), slot, copy.into(), &[&input], false) };
+        Ok(())
+    }
 }
 
 /// An element type a [`Program`] can hold, with its StableHLO type.
@@ -1220,7 +1226,7 @@ impl Program {
                 _ => {
                     let get =
                         |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
-                    Cow::Owned(eval(node, get)?)
+                    Cow::Owned(eval(node, &get)?)
                 }
             };
             values[i] = Some(value);
