@@ -646,6 +646,8 @@ pub(super) enum Scalar {
 /// A source element type of `convert`.
 pub(super) trait Load: Copy {
     fn load(self) -> Scalar;
+    /// The conversion kernel from this type to `to` ([`convert_kernel`]).
+    fn kernel(to: ElementType) -> Option<Run<2>>;
 }
 
 /// A destination element type of `convert`, with its rules for values it cannot hold
@@ -658,6 +660,9 @@ impl Load for bool {
     #[inline(always)]
     fn load(self) -> Scalar {
         Scalar::Bool(self)
+    }
+    fn kernel(to: ElementType) -> Option<Run<2>> {
+        Convert::from_int::<Self>(to)
     }
 }
 
@@ -681,6 +686,9 @@ macro_rules! convert_ints {
             #[inline(always)]
             fn load(self) -> Scalar {
                 Scalar::Int(self as i128)
+            }
+            fn kernel(to: ElementType) -> Option<Run<2>> {
+                Convert::from_int::<Self>(to)
             }
         }
         impl Store for $t {
@@ -706,6 +714,9 @@ macro_rules! convert_floats {
             #[inline(always)]
             fn load(self) -> Scalar {
                 Scalar::Float(self as f64)
+            }
+            fn kernel(to: ElementType) -> Option<Run<2>> {
+                Convert::from_float::<Self>(to)
             }
         }
         impl Store for $t {
@@ -733,6 +744,9 @@ macro_rules! convert_halves {
             fn load(self) -> Scalar {
                 Scalar::Float(self.to_f64())
             }
+            fn kernel(to: ElementType) -> Option<Run<2>> {
+                Convert::from_float::<Self>(to)
+            }
         }
         impl Store for $t {
             /// Through `f32` (rounded to nearest, ties to even, at each step), as XLA's CPU
@@ -754,6 +768,9 @@ macro_rules! convert_complex {
             #[inline(always)]
             fn load(self) -> Scalar {
                 Scalar::Complex(self.re as f64, self.im as f64)
+            }
+            fn kernel(to: ElementType) -> Option<Run<2>> {
+                Convert::from_float::<Self>(to)
             }
         }
         impl Store for num_complex::Complex<$t> {
@@ -782,24 +799,46 @@ impl<T: Load, U: Store> Elementwise<T, 1> for Convert<U> {
     }
 }
 
-/// The conversion kernel from `T` to the element type `to`.
+/// `run::<$from, Convert<$u>>` for the first listed `$u` whose type is `to` (a `$u` given as
+/// `$u => $as` runs `$as`'s kernel), else nothing.
+macro_rules! convert_to {
+    ($to:expr, $from:ty; $($(#[$cfg:meta])* $u:ty $(=> $as:ty)?),*) => {$(
+        $(#[$cfg])*
+        if $to == <$u as StableHloElement>::TYPE {
+            return Some(table::run::<$from, Convert<convert_to!(@ $u $(, $as)?)>>);
+        }
+    )*};
+    (@ $u:ty) => { $u };
+    (@ $u:ty, $as:ty) => { $as };
+}
+
+/// The conversion kernel from `T` to the element type `to`: from integers and `bool`, a
+/// signed integer result takes its unsigned twin's kernel (wrapping gives the same bits).
 pub(super) fn convert_kernel<T: Load + Clone>(to: ElementType) -> Option<Run<2>> {
-    macro_rules! to {
-        ($($(#[$cfg:meta])* $u:ty),*) => {$(
-            $(#[$cfg])*
-            if to == <$u as StableHloElement>::TYPE {
-                return Some(table::run::<T, Convert<$u>>);
-            }
-        )*};
+    T::kernel(to)
+}
+
+impl Convert<()> {
+    /// The kernel from `T` (not an integer) to `to`.
+    fn from_float<T: Load + Clone>(to: ElementType) -> Option<Run<2>> {
+        convert_to!(to, T; bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64,
+            #[cfg(feature = "half")] half::f16,
+            #[cfg(feature = "half")] half::bf16,
+            #[cfg(feature = "complex")] num_complex::Complex<f32>,
+            #[cfg(feature = "complex")] num_complex::Complex<f64>);
+        None
     }
-    to!(
-        bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64,
-        #[cfg(feature = "half")] half::f16,
-        #[cfg(feature = "half")] half::bf16,
-        #[cfg(feature = "complex")] num_complex::Complex<f32>,
-        #[cfg(feature = "complex")] num_complex::Complex<f64>
-    );
-    None
+
+    /// The kernel from `T` (an integer or `bool`) to `to`.
+    fn from_int<T: Load + Clone>(to: ElementType) -> Option<Run<2>> {
+        convert_to!(to, T; bool, i8 => u8, i16 => u16, i32 => u32, i64 => u64, u8, u16, u32,
+            u64, f32, f64,
+            #[cfg(feature = "half")] half::f16,
+            #[cfg(feature = "half")] half::bf16,
+            #[cfg(feature = "complex")] num_complex::Complex<f32>,
+            #[cfg(feature = "complex")] num_complex::Complex<f64>);
+        None
+    }
 }
 
 /// The type error of an op run on operands of other types than recorded (which `run`'s input
