@@ -1181,8 +1181,8 @@ fn spmd_corpus() {
             let ins = vec![shard(&mut p, x, &sx), shard(&mut p, y, &sy)];
             let mut outs = Vec::new();
             for (name, record) in BINARY.iter().chain(&COMPARE) {
-                // Integer pow past 63 and division's rewrites are documented differences.
-                if matches!(*name, "pow" | "div" | "rem" | "atan2") {
+                // XLA's complex `div`, `pow` and `atan2` take other algorithms (README).
+                if ty.starts_with("complex") && matches!(*name, "pow" | "div" | "atan2") {
                     continue;
                 }
                 if let Ok(v) = record(&mut p, x, y, &[]) {
@@ -1204,6 +1204,59 @@ fn spmd_corpus() {
                 false,
                 &mut corpus,
             );
+            // `select`, `clamp`, a split row broadcast, `convert`; the transcendental ops of
+            // floats, within the ulps of the single-device corpus.
+            let mut p = Program::new("misc");
+            set_mesh(&mut p);
+            let last = shape.len() - 1;
+            let (x, y) = (param(&mut p, &shape), param(&mut p, &shape));
+            let c = p.parameter::<bool>(&shape);
+            let r = param(&mut p, &shape[last..]);
+            let mut ins = Vec::new();
+            for (v, s) in [
+                (x, &shape[..]),
+                (y, &shape[..]),
+                (c, &shape[..]),
+                (r, &shape[last..]),
+            ] {
+                let spec = random_spec(&mut rng, mesh, s);
+                ins.push(shard(&mut p, v, &spec));
+            }
+            let mut results = vec![p.select(c, x, y).unwrap()];
+            results.extend(p.clamp(y, x, y).ok());
+            results.push(p.broadcast_in_dim(r, &shape, &[last]).unwrap());
+            results.push(p.convert::<f32>(x).unwrap());
+            let column = ["f32", "f64", "f16", "bf16"].iter().position(|&t| t == ty);
+            if column.is_some() {
+                for (_, record, _, _) in TRANSCENDENTAL {
+                    results.push(record(&mut p, x).unwrap());
+                }
+            }
+            let mut outs = Vec::new();
+            for v in results {
+                p.output(v).unwrap();
+                outs.push(shard(&mut p, v, &random_spec(&mut rng, mesh, &shape)));
+            }
+            let inputs = vec![
+                exact(&mut rng, &shape, 1, 3, convert),
+                exact(&mut rng, &shape, 0, 3, convert),
+                exact(&mut rng, &shape, 0, 1, Program::convert::<bool>),
+                exact(&mut rng, &shape[last..], 0, 3, convert),
+            ];
+            spmd_case(
+                format!("spmd misc/{ty}/{mesh_name}"),
+                &p,
+                inputs,
+                (ins, outs),
+                mesh,
+                false,
+                &mut corpus,
+            );
+            if let Some(col) = column {
+                // The largest of the ops' allowances for this type.
+                let ulps = TRANSCENDENTAL.iter().map(|t| t.3[col]).max().unwrap_or(0);
+                corpus.last_mut().expect("just pushed")["ulps"] = json!(ulps);
+            }
             // The exact unary ops and reductions over every axis set of one or two dims.
             let mut p = Program::new("unary_reduce");
             set_mesh(&mut p);
@@ -1375,6 +1428,9 @@ fn spmd_corpus() {
                 reduces_split,
                 &mut corpus,
             );
+            // XLA's simplifier folds negations and zero additions that decide a zero's sign
+            // (README): zeros of either sign alike here.
+            corpus.last_mut().expect("just pushed")["signed_zeros"] = json!(true);
         }
     }
     // General floats summed over a split dim: XLA adds per device, then across devices, so
