@@ -10,21 +10,25 @@
 //! [`Program::run`] and [`Program::compile`] ignore shardings: one machine computes the same
 //! values.
 //!
-//! Running the exported text on a mesh from JAX:
+//! Running the exported text on a mesh from JAX (`jax==0.10.2`; `tools/xla_spmd_check.py`
+//! does this for every program of its corpus, and gathers the outputs' shards):
 //!
 //! ```text
+//! import os; os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 //! import jax, numpy as np
 //! from jax._src import compiler
 //! from jax.extend.backend import get_backend
 //! from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 //!
-//! backend = get_backend("cpu")            # XLA_FLAGS=--xla_force_host_platform_device_count=8
+//! backend = get_backend("cpu")
 //! options = compiler.get_compile_options(num_replicas=1, num_partitions=8,
-//!                                        use_spmd_partitioning=True)
+//!                                        device_assignment=np.arange(8).reshape(1, 8))
+//! options.executable_build_options.use_spmd_partitioning = True
 //! exe = backend.compile_and_load(text, backend.devices()[:8], options)
 //! mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
 //! x = jax.device_put(x, NamedSharding(mesh, P("data", None)))
-//! out = exe.execute_sharded([x]).consume_with_handlers([...])  # see tools/xla_spmd_check.py
+//! shards = exe.execute_sharded([x]).disassemble_into_single_device_arrays()
+//! # shards[k][d]: output k's piece on device d (the mesh's row-major index d)
 //! ```
 
 use super::{Program, Value};
