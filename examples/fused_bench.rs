@@ -1,7 +1,8 @@
 //! The workloads of `tests/common/workloads.rs` (bias + relu, layer norm, softmax over either
 //! dim, GELU, attention scores, a dense layer's backward), `f32`: the compiled executable
 //! (allocating, and into the caller's arrays), the same program op by op (`Program::run`),
-//! ndarray's operators and ndarray's hand-fused `Zip` where they can say it. Prints one line
+//! ndarray's operators and ndarray's hand-fused `Zip` where they can say it, and the one-pass
+//! floor (the inputs and outputs moved once at a parallel copy's rate). Prints one line
 //! per workload and system: `workload size system ms`, the median of a few calls.
 //! `tools/fused_bench.py` runs it beside NumPy, numexpr and XLA in interleaved rounds.
 //!
@@ -78,6 +79,7 @@ fn main() {
                 vec![vec![m, n], vec![m, n]],
             ),
         ];
+        let mut floors: Vec<(&str, f64)> = Vec::new();
         for (name, p, shapes) in cases {
             let inputs: Vec<Tensor> = shapes
                 .iter()
@@ -95,6 +97,11 @@ fn main() {
             let op_by_op = median(calls, &mut || {
                 drop(black_box(p.run(&inputs).expect("runs")))
             });
+            let bytes = |t: &Tensor| t.shape().iter().product::<usize>() * 4;
+            floors.push((
+                name,
+                (inputs.iter().chain(&outs).map(bytes).sum::<usize>()) as f64,
+            ));
             println!("{name} {size} executable {fused:.4}");
             println!("{name} {size} executable_into {into:.4}");
             println!("{name} {size} op_by_op {op_by_op:.4}");
@@ -102,8 +109,21 @@ fn main() {
                 "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
             }));
         }
-        // ndarray, where its operators and `Zip` say the workload directly.
+        // The one-pass floor: a parallel copy of an m x n array (read once, written once),
+        // scaled for each workload to its inputs and outputs moved once.
         let x = Array2::from_shape_fn((m, n), |(i, j)| ((i * n + j) % 2000) as f32 * 0.004 - 4.0);
+        let mut copy = Array2::<f32>::zeros((m, n));
+        let pass = median(calls, &mut || {
+            Zip::from(&mut copy).and(&x).par_for_each(|o, &v| *o = v);
+        });
+        for (name, moved) in &floors {
+            // `moved`: the bytes of every input and output, over a copy's (one read, one write).
+            println!(
+                "{name} {size} floor {:.4}",
+                pass * moved / (2 * m * n * 4) as f64
+            );
+        }
+        // ndarray, where its operators and `Zip` say the workload directly.
         let b = Array1::from_shape_fn(n, |j| (j % 7) as f32 * 0.1);
         let ops = median(calls, &mut || {
             drop(black_box((&x + &b).mapv(|v| v.max(0.0))))

@@ -3,7 +3,9 @@ GELU, attention scores, a dense layer's backward; f32) side by side in one run: 
 compiled executable (allocating and into the caller's arrays), the same program op by op,
 ndarray where it can say the workload, NumPy (allocating, and with `out=` where the workload
 allows it), numexpr (2 threads, where it can express the workload) and XLA's CPU compiler
-running the very text `to_stablehlo` prints (compiled once, outside the timing). Rounds are
+running the very text `to_stablehlo` prints (compiled once, outside the timing); `floor` is the
+one-pass floor: the workload's inputs and outputs moved once at the rate of a parallel copy
+measured in the same round. Rounds are
 interleaved: each round runs the Rust example, then the Python systems (the order alternating).
 Prints medians in ms, and the ratio of the fastest peer to the executable.
 
@@ -182,7 +184,7 @@ def main(rounds):
           + (f", numexpr {ne.__version__} (2 threads)" if ne else "")
           + (f", jax {jax.__version__}" if jax else "") + "\n")
     systems = ["executable", "executable_into", "op_by_op", "ndarray_ops", "ndarray_zip_into",
-               "numpy", "numpy_out", "numexpr", "xla"]
+               "numpy", "numpy_out", "numexpr", "xla", "floor"]
     print("| workload | size | " + " | ".join(systems) + " | fastest peer / executable (into) |")
     print("|---|---|" + "---|" * (len(systems) + 1))
     for name, size in dict.fromkeys((k[0], k[1]) for k in keys):
