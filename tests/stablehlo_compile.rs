@@ -215,3 +215,35 @@ fn programs_and_executables_are_send_and_sync() {
     both::<Program>();
     both::<Executable>();
 }
+
+/// A long chain whose ops each read new inputs (clamps between fresh constants, selects on
+/// fresh parameters) spans more fused loops than one: each loop's operands stay bounded.
+#[test]
+fn long_chains_of_wide_ops_split_into_loops() {
+    let mut rng = Rng(11);
+    let mut p = Program::new("clamps");
+    let x = p.parameter::<f32>(&[9, 70]);
+    let mut inputs = vec![tensor(&mut rng, &[9, 70], false)];
+    let mut v = x;
+    for k in 0..24 {
+        v = match k % 2 {
+            0 => {
+                let lo = p.constant(-3.0f32 + k as f32 * 0.01);
+                let hi = p.constant(3.0f32 - k as f32 * 0.01);
+                p.clamp(lo, v, hi).unwrap()
+            }
+            _ => {
+                let c = p.parameter::<bool>(&[9, 70]);
+                let values: Vec<bool> = (0..9 * 70).map(|_| rng.below(2) == 0).collect();
+                inputs.push(Tensor::from(
+                    ArrayD::from_shape_vec(IxDyn(&[9, 70]), values).unwrap(),
+                ));
+                let w = p.parameter::<f32>(&[9, 70]);
+                inputs.push(tensor(&mut rng, &[9, 70], true));
+                p.select(c, v, w).unwrap()
+            }
+        };
+    }
+    p.output(v).unwrap();
+    check("long chain", &p, &inputs);
+}

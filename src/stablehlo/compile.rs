@@ -70,6 +70,9 @@ struct Group {
     shape: Vec<usize>,
     inputs: Vec<(usize, Vec<usize>)>,
     outputs: Vec<usize>,
+    /// For each of `outputs`, the program output it may be written to in place by
+    /// [`Executable::run_into`]: one that is output once and read by nothing after the loop.
+    direct: Vec<Option<usize>>,
     sizes: Vec<usize>,
     steps: Vec<Step>,
 }
@@ -83,6 +86,8 @@ fn kernels_of(ty: ElementType) -> Tensor {
 struct Building {
     shape: Vec<usize>,
     members: Vec<usize>,
+    /// A bound on the operands its loop will have (each member's operands and itself).
+    operands: usize,
     open: bool,
 }
 
@@ -166,8 +171,10 @@ impl Program {
                     .rev()
                     .find(|&g| groups[g].open && groups[g].shape == node.shape)
             });
-            // A group's operands (inputs and outputs) are bounded: at most two per member.
-            let g = match home.filter(|&g| 2 * (groups[g].members.len() + 1) <= MAX_OPERANDS) {
+            // A group's operands (inputs and outputs) are bounded: a member adds at most its
+            // operands and itself.
+            let cost = 1 + operands.iter().flatten().count();
+            let g = match home.filter(|&g| groups[g].operands + cost <= MAX_OPERANDS) {
                 Some(g) => g,
                 None => {
                     if let Some(g) = home {
@@ -176,12 +183,14 @@ impl Program {
                     groups.push(Building {
                         shape: node.shape.clone(),
                         members: Vec::new(),
+                        operands: 0,
                         open: true,
                     });
                     groups.len() - 1
                 }
             };
             groups[g].members.push(i);
+            groups[g].operands += cost;
             group_of[i] = Some(g);
         }
         for g in 0..groups.len() {
@@ -207,6 +216,43 @@ impl Program {
                     Stage::Group(self.group(&groups[g].members, &groups[g].shape, &needed)?)
                 }
             });
+        }
+        // Members written straight into the caller's arrays by `run_into`: outputs once, read
+        // by no later stage.
+        let read_later = |m: usize| {
+            stages.iter().any(|s| match s {
+                Stage::Group(g) => g.inputs.iter().any(|&(v, _)| v == m),
+                Stage::Node(i) => self.nodes[*i]
+                    .op
+                    .operands()
+                    .into_iter()
+                    .flatten()
+                    .any(|v| v.index == m),
+            })
+        };
+        let direct: Vec<Vec<Option<usize>>> = stages
+            .iter()
+            .map(|stage| match stage {
+                Stage::Group(g) => g
+                    .outputs
+                    .iter()
+                    .map(|&m| {
+                        let mut slots = self
+                            .outputs
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, v)| v.index == m);
+                        let (k, _) = slots.next()?;
+                        (slots.next().is_none() && !read_later(m)).then_some(k)
+                    })
+                    .collect(),
+                Stage::Node(_) => Vec::new(),
+            })
+            .collect();
+        for (stage, d) in stages.iter_mut().zip(direct) {
+            if let Stage::Group(g) = stage {
+                g.direct = d;
+            }
         }
         // The last stage that reads each value.
         let mut last: Vec<Option<usize>> = vec![None; n];
@@ -422,6 +468,7 @@ impl Program {
         Ok(Group {
             shape: shape.to_vec(),
             inputs,
+            direct: vec![None; outputs.len()],
             outputs,
             sizes,
             steps,
@@ -533,34 +580,9 @@ impl Executable {
                 values[i] = Some(Cow::Borrowed(t));
             }
         }
-        // An output written once, and read by nothing after its loop, goes to the caller's
-        // array: its program output's index.
+        // Outputs a loop may write in place ([`Group::direct`]), when there are arrays to
+        // write them to.
         let has_direct = !direct.is_empty();
-        let direct_slot = |m: usize| -> Option<usize> {
-            if !has_direct {
-                return None;
-            }
-            let mut slots = program
-                .outputs
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| v.index == m);
-            let (k, _) = slots.next()?;
-            let read_later = self
-                .stages
-                .iter()
-                .any(|s| matches!(s, Stage::Group(g) if g.inputs.iter().any(|&(v, _)| v == m)))
-                || program.nodes.iter().any(|node| {
-                    !fusible(&node.op)
-                        && node
-                            .op
-                            .operands()
-                            .into_iter()
-                            .flatten()
-                            .any(|v| v.index == m)
-                });
-            (slots.next().is_none() && !read_later).then_some(k)
-        };
         for (s, stage) in self.stages.iter().enumerate() {
             match stage {
                 Stage::Node(i) => {
@@ -589,7 +611,7 @@ impl Executable {
                     }
                     let mut fresh: Vec<(usize, Unwritten)> = Vec::new();
                     for (k, &m) in g.outputs.iter().enumerate() {
-                        if direct_slot(m).is_none() {
+                        if !has_direct || g.direct[k].is_none() {
                             let own = [&layout[g.inputs.len() + k][..]];
                             fresh.push((
                                 m,
@@ -602,8 +624,8 @@ impl Executable {
                         let mut fresh_iter = fresh.iter_mut();
                         let mut slots: Vec<Option<&mut Tensor>> =
                             direct.iter_mut().map(Some).collect();
-                        for &m in &g.outputs {
-                            match direct_slot(m) {
+                        for k in 0..g.outputs.len() {
+                            match g.direct[k].filter(|_| has_direct) {
                                 Some(k) => {
                                     let out = slots[k].take().expect("one member per output");
                                     operands.push(out.output());
