@@ -110,6 +110,21 @@ impl Program {
     /// make one pass over memory each, their intermediates in per-thread buffers (see
     /// [`Executable`]). The results are [`Program::run`]'s, bit for bit.
     ///
+    /// ```
+    /// use ndarray::arr1;
+    /// use xla_bcast::stablehlo::Program;
+    ///
+    /// let mut p = Program::new("chain");
+    /// let x = p.parameter::<f32>(&[3]);
+    /// let e = p.exp(x).unwrap();
+    /// let y = p.tanh(e).unwrap(); // `exp` and `tanh` in one loop
+    /// p.output(y).unwrap();
+    /// let exe = p.compile().unwrap();
+    /// let inputs = [arr1(&[0.0f32, 1.0, -2.0]).into_dyn().into()];
+    /// assert_eq!(exe.run(&inputs).unwrap(), p.run(&inputs).unwrap());
+    /// assert!(Program::new("empty").compile().is_err()); // nothing to compute
+    /// ```
+    ///
     /// # Errors
     /// [`BroadcastError::ElementType`] for a program with no outputs.
     pub fn compile(&self) -> Result<Executable> {
@@ -496,6 +511,20 @@ impl Program {
 impl Executable {
     /// Runs the program on `inputs` (one per parameter, in order), as [`Program::run`] does and
     /// with its results, bit for bit.
+    ///
+    /// ```
+    /// use ndarray::arr1;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("neg");
+    /// let x = p.parameter::<i32>(&[2]);
+    /// let y = p.neg(x).unwrap();
+    /// p.output(y).unwrap();
+    /// let exe = p.compile().unwrap();
+    /// let out = exe.run(&[arr1(&[1, -2]).into_dyn().into()]).unwrap();
+    /// assert_eq!(out, [Tensor::from(arr1(&[-1, 2]).into_dyn())]);
+    /// assert!(exe.run(&[]).is_err()); // one input per parameter
+    /// ```
     ///
     /// # Errors
     /// As [`Program::run`]: the wrong count, type or shape of inputs, or a result too large to

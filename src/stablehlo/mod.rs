@@ -916,11 +916,20 @@ impl Program {
     }
 
     /// The parameters, in the order `run` takes their inputs.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    /// let mut p = Program::new("m");
+    /// let (x, y) = (p.parameter::<f32>(&[2]), p.parameter::<i8>(&[]));
+    /// p.output(y).unwrap();
+    /// assert_eq!(p.parameters(), [x, y]);
+    /// assert_eq!(p.outputs(), [y]);
+    /// ```
     pub fn parameters(&self) -> &[Value] {
         &self.params
     }
 
-    /// The outputs, in the order `run` gives them.
+    /// The outputs, in the order `run` gives them ([`Program::parameters`] shows it).
     pub fn outputs(&self) -> &[Value] {
         &self.outputs
     }

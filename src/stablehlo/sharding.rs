@@ -88,6 +88,12 @@ impl Mesh {
     }
 
     /// The axes, major first: names and sizes.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Mesh;
+    /// let mesh = Mesh::new(&[("data", 4), ("model", 2)]).unwrap();
+    /// assert_eq!(mesh.axes().collect::<Vec<_>>(), [("data", 4), ("model", 2)]);
+    /// ```
     pub fn axes(&self) -> impl Iterator<Item = (&str, usize)> {
         self.axes.iter().map(|(n, s)| (n.as_str(), *s))
     }
@@ -125,6 +131,11 @@ impl PartitionSpec {
     }
 
     /// Every dim of an array of `rank` replicated.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::PartitionSpec;
+    /// assert_eq!(PartitionSpec::replicated(2), PartitionSpec::new(&[&[], &[]]));
+    /// ```
     pub fn replicated(rank: usize) -> PartitionSpec {
         PartitionSpec {
             dims: vec![Vec::new(); rank],
@@ -132,6 +143,12 @@ impl PartitionSpec {
     }
 
     /// The axes of each dim.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::PartitionSpec;
+    /// let spec = PartitionSpec::new(&[&["data", "model"], &[]]);
+    /// assert_eq!(spec.dims().collect::<Vec<_>>(), [vec!["data", "model"], vec![]]);
+    /// ```
     pub fn dims(&self) -> impl Iterator<Item = Vec<&str>> {
         self.dims
             .iter()
@@ -178,6 +195,18 @@ impl PartitionSpec {
 impl Program {
     /// Sets the device mesh the program's shardings name (see the [module](self)).
     ///
+    /// ```
+    /// use xla_bcast::stablehlo::{Mesh, PartitionSpec, Program};
+    ///
+    /// let mut p = Program::new("m");
+    /// p.set_mesh(Mesh::new(&[("x", 8)]).unwrap()).unwrap();
+    /// let a = p.parameter::<f32>(&[16]);
+    /// p.shard(a, &PartitionSpec::new(&[&["x"]])).unwrap();
+    /// assert_eq!(p.mesh().map(|m| m.devices()), Some(8));
+    /// // 16 rows do not split over 3 devices: the sharding recorded no longer fits.
+    /// assert!(p.set_mesh(Mesh::new(&[("x", 3)]).unwrap()).is_err());
+    /// ```
+    ///
     /// # Errors
     /// [`BroadcastError::Sharding`] when shardings recorded on another mesh would not fit
     /// this one.
@@ -189,7 +218,7 @@ impl Program {
         Ok(())
     }
 
-    /// The program's mesh, if it has one.
+    /// The program's mesh, if it has one ([`Program::set_mesh`] shows it).
     pub fn mesh(&self) -> Option<&Mesh> {
         self.mesh.as_ref()
     }
