@@ -321,22 +321,19 @@ trait Lhs<A, D>: AsArray<A, D> + Sized {
     }
 }
 
-impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for Strict<S, D> {
+impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for ArrayBase<S, D> {
     fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
         // Owned storage moves out as it is (`into_owned` copies only other storage).
         match typeid::of::<S>() == typeid::of::<OwnedRepr<A>>() {
-            true => Ok(self.0.into_owned()),
+            true => Ok(self.into_owned()),
             false => Err(self),
         }
     }
 }
 
-impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for ArrayBase<S, D> {
+impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for Strict<S, D> {
     fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
-        match typeid::of::<S>() == typeid::of::<OwnedRepr<A>>() {
-            true => Ok(self.into_owned()),
-            false => Err(self),
-        }
+        self.0.into_buffer().map_err(Strict)
     }
 }
 

@@ -5,26 +5,10 @@
 mod common;
 
 use common::workloads::{attention, bias_relu, dense_backward, gelu, layer_norm, softmax};
+use common::Rng;
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
 use xla_bcast::stablehlo::{Executable, Program, Tensor, Value};
 use xla_bcast::BroadcastError;
-
-/// A deterministic generator (xorshift64*).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn f32(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
-    }
-}
 
 /// An `f32` tensor of `shape`, in F order when `fortran` (the engine reads any layout).
 fn tensor(rng: &mut Rng, shape: &[usize], fortran: bool) -> Tensor {

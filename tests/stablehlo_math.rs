@@ -5,6 +5,9 @@
 //! bound against that is one more). Special values must match exactly. The bounds asserted
 //! are the README's.
 
+mod common;
+
+use common::Rng;
 use ndarray::Array1;
 use xla_bcast::stablehlo::{Program, Tensor, Value};
 use xla_bcast::BroadcastError;
@@ -47,21 +50,6 @@ const CASES: [Case; 11] = [
 
 fn rsqrt(x: f64) -> f64 {
     1.0 / x.sqrt()
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// Inputs for a range: uniform over it, log-uniform magnitudes (tiny to huge, both signs where
