@@ -13,6 +13,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use ndarray::{Array1, Array2, ArrayD, Axis, IxDyn, Zip};
+use xla_bcast::prelude::*;
 use xla_bcast::stablehlo::{Program, Tensor};
 
 #[path = "../tests/common/workloads.rs"]
@@ -148,6 +149,33 @@ fn main() {
             drop(black_box(&e / &s.insert_axis(Axis(1))));
         });
         println!("softmax_last {size} ndarray_ops {ops:.4}");
+        // A one-op program (`x + b`, `b` a row) against the same op called directly.
+        let mut p = Program::new("one_op");
+        let (px, pb) = (p.parameter::<f32>(&[m, n]), p.parameter::<f32>(&[n]));
+        let sum = p.add(px, pb, &[1]).expect("a row broadcast");
+        p.output(sum).expect("its own value");
+        let exe = p.compile().expect("compiles");
+        let inputs = [
+            Tensor::from(x.clone().into_dyn()),
+            Tensor::from(b.clone().into_dyn()),
+        ];
+        let mut outs = exe.run(&inputs).expect("runs");
+        let program = median(calls, &mut || {
+            drop(black_box(exe.run(&inputs).expect("runs")))
+        });
+        let program_into = median(calls, &mut || {
+            exe.run_into(&inputs, &mut outs).expect("runs")
+        });
+        let direct = median(calls, &mut || {
+            drop(black_box(x.add_bcast(&b, &[1]).expect("a row")))
+        });
+        let direct_into = median(calls, &mut || {
+            x.add_bcast_into(&b, &[1], &mut out).expect("a row")
+        });
+        println!("one_op {size} executable {program:.4}");
+        println!("one_op {size} executable_into {program_into:.4}");
+        println!("one_op {size} direct {direct:.4}");
+        println!("one_op {size} direct_into {direct_into:.4}");
     }
     if let Some(path) = modules {
         std::fs::write(&path, serde_json::to_string(&texts).expect("json")).expect("writable");

@@ -3,14 +3,16 @@
 # `mul_bcast`, built from a fresh target directory against this checkout, beside the same
 # program written on ndarray alone, in one run. Prints wall seconds, CPU seconds (user + sys of
 # cargo and every rustc) and the peak resident memory of the largest process (rustc), for
-# release and debug builds, and the ratios.
+# release and debug builds, and the ratios. The two builds alternate for `rounds` rounds
+# (default 3) and the medians are printed: on a shared VM one build swings by 10%.
 #
-#     tools/build_cost.sh [release|debug|both]    # default: both
+#     tools/build_cost.sh [release|debug|both] [rounds]    # default: both 3
 #
 # Needs GNU time (/usr/bin/time). The registry sources must be fetched (any earlier build does).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 which="${1:-both}"
+rounds="${2:-3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -66,11 +68,22 @@ measure() {
         'BEGIN { printf "%.1f %.1f %.2f\n", w, u + s, k / 1048576 }'
 }
 
+# The median of the numbers on standard input.
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 for profile in release debug; do
     [ "$which" = both ] || [ "$which" = "$profile" ] || continue
-    read -r aw ac am < <(measure "$work/alone" "$profile")
-    read -r xw xc xm < <(measure "$work/with" "$profile")
-    echo "$profile: ndarray alone ${aw} s wall, ${ac} s CPU, peak ${am} GiB;" \
+    : >"$work/alone.txt"
+    : >"$work/with.txt"
+    for _ in $(seq "$rounds"); do
+        measure "$work/alone" "$profile" >>"$work/alone.txt"
+        measure "$work/with" "$profile" >>"$work/with.txt"
+    done
+    col() { cut -d' ' -f"$2" "$work/$1.txt" | median; }
+    aw=$(col alone 1) ac=$(col alone 2) am=$(col alone 3)
+    xw=$(col with 1) xc=$(col with 2) xm=$(col with 3)
+    echo "$profile (medians of $rounds): ndarray alone ${aw} s wall, ${ac} s CPU, peak ${am} GiB;" \
         "with xla_bcast ${xw} s wall, ${xc} s CPU, peak ${xm} GiB;" \
-        "$(awk -v a="$aw" -v x="$xw" -v c="$ac" -v d="$xc" 'BEGIN { printf "%.1fx wall, %.1fx CPU", x / a, d / c }')"
+        "$(awk -v a="$aw" -v x="$xw" -v c="$ac" -v d="$xc" 'BEGIN { printf "%.1fx wall, %.2fx CPU", x / a, d / c }')"
+    echo "  CPU s, alone: $(cut -d' ' -f2 "$work/alone.txt" | tr '\n' ' ')with: $(cut -d' ' -f2 "$work/with.txt" | tr '\n' ' ')"
 done

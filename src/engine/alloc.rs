@@ -18,7 +18,6 @@ const SPARE_MIN_BYTES: usize = 16 << 20;
 
 /// An uninitialised array of shape `dim`, contiguous with its dims laid out in `order`, or an
 /// error (never an abort) when its bytes do not fit `isize` or the allocator refuses them.
-#[inline(always)]
 pub(super) fn uninit<C, D: Dimension>(
     op: &'static str,
     dim: D,
@@ -29,8 +28,35 @@ pub(super) fn uninit<C, D: Dimension>(
     let mut buffer: Vec<MaybeUninit<C>> = with_capacity(len).ok_or_else(|| fail(&dim))?;
     // SAFETY: the capacity is `len` and `MaybeUninit` needs no initialisation.
     unsafe { buffer.set_len(len) };
-    let empty = (len == 0).then(|| dim.clone());
-    let shape: StrideShape<D> = match order {
+    let shape = match len {
+        // An empty array has no memory to order (ndarray gives it zero strides), but its other
+        // dims may still overflow `isize`.
+        0 if !fits_isize(dim.slice()) => return Err(fail(&dim)),
+        0 => dim.into(),
+        _ => layout(dim, order),
+    };
+    // SAFETY: the product of the nonzero dims fits `isize` (checked for an empty array; else
+    // the allocator took `len` elements of bytes that fit it), and so does every offset; the
+    // strides are those of a contiguous layout of `dim` (a permutation of its dims, outermost
+    // first) over exactly `len` elements, or an empty array's.
+    Ok(unsafe { Array::from_shape_vec_unchecked(shape, buffer) })
+}
+
+/// Whether the product of the nonzero lengths of `shape` fits `isize`.
+#[inline(never)]
+fn fits_isize(shape: &[usize]) -> bool {
+    shape
+        .iter()
+        .filter(|&&n| n != 0)
+        .try_fold(1usize, |p, &n| p.checked_mul(n))
+        .is_some_and(|p| p <= isize::MAX as usize)
+}
+
+/// The contiguous layout of `dim` with its dims in `order`; apart from the element type, so
+/// that each element type compiles only the allocation.
+#[inline(never)]
+fn layout<D: Dimension>(dim: D, order: Order<&[usize]>) -> StrideShape<D> {
+    match order {
         Order::Standard => dim.into(),
         Order::Reversed => dim.f().into(),
         Order::Dims(order) => {
@@ -43,15 +69,7 @@ pub(super) fn uninit<C, D: Dimension>(
             }
             dim.strides(strides)
         }
-    };
-    if let Some(dim) = empty {
-        // An empty shape's other dims may still overflow `isize`: ndarray checks.
-        return Array::from_shape_vec(shape, buffer).map_err(|_| fail(&dim));
     }
-    // SAFETY: the `len` elements fit `isize` bytes (the allocator took them), so do the dims'
-    // product and every offset; the strides are those of a contiguous layout of `dim` (a
-    // permutation of its dims, outermost first) over exactly `len` elements.
-    Ok(unsafe { Array::from_shape_vec_unchecked(shape, buffer) })
 }
 
 /// The error for an array of `C` of shape `dim` that cannot be allocated.
@@ -90,27 +108,49 @@ pub(crate) fn filled<A: Clone, D: Dimension>(
 /// e.g. through `Array::into_raw_vec_and_offset`, as the crate's docs say) and is freed with it.
 pub(crate) fn with_capacity<C>(len: usize) -> Option<Vec<C>> {
     let size = std::mem::size_of::<C>();
-    let bytes = len.checked_mul(size)?;
-    let huge = cfg!(target_os = "linux") && bytes >= HUGE_PAGE_MIN_BYTES;
-    let spare = match huge && bytes >= SPARE_MIN_BYTES {
-        true => HUGE.div_ceil(size),
-        false => 0,
-    };
+    let (bytes, spare) = spare_of(len, size)?;
     let mut buffer: Vec<C> = Vec::new();
     match len.checked_add(spare) {
         Some(room) if buffer.try_reserve_exact(room).is_ok() => {}
         _ => buffer.try_reserve_exact(len).ok()?,
     }
-    if huge {
-        // Up to the last boundary inside the allocation: past the data only with the spare
-        // (the fallback above may have reserved without it).
-        let end = match spare > 0 && buffer.capacity() - len >= spare {
+    advise(
+        buffer.as_mut_ptr().cast(),
+        bytes,
+        (buffer.capacity() - len) * size,
+    );
+    Some(buffer)
+}
+
+/// The bytes of `len` elements of `size` bytes and the spare elements [`with_capacity`] adds,
+/// or `None` when the bytes overflow.
+#[inline(never)]
+fn spare_of(len: usize, size: usize) -> Option<(usize, usize)> {
+    let bytes = len.checked_mul(size)?;
+    let spare = match huge(bytes) && bytes >= SPARE_MIN_BYTES {
+        true => HUGE.div_ceil(size),
+        false => 0,
+    };
+    Some((bytes, spare))
+}
+
+/// Whether an allocation of `bytes` gets the huge-page advice.
+fn huge(bytes: usize) -> bool {
+    cfg!(target_os = "linux") && bytes >= HUGE_PAGE_MIN_BYTES
+}
+
+/// The huge-page advice for an allocation at `ptr` of `bytes` in use and `room` bytes more.
+#[inline(never)]
+fn advise(ptr: *mut u8, bytes: usize, room: usize) {
+    if huge(bytes) {
+        // Up to the last boundary inside the allocation: past the data only with a whole huge
+        // page spare (the fallback in `with_capacity` may have reserved without it).
+        let end = match bytes >= SPARE_MIN_BYTES && room >= HUGE {
             true => bytes + HUGE - 1,
             false => bytes,
         };
-        advise_huge_pages(buffer.as_mut_ptr() as *mut u8, end);
+        advise_huge_pages(ptr, end);
     }
-    Some(buffer)
 }
 
 /// The huge page size the advice works in (x86-64 and aarch64 with 4 KiB base pages).

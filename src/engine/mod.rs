@@ -58,14 +58,20 @@ pub(crate) fn uninit_like<C>(
     shape: &[usize],
     strides: &[&[isize]],
 ) -> Result<ndarray::ArrayD<MaybeUninit<C>>> {
-    let order = output_order(shape, strides);
+    let order = order_like(shape, strides);
     alloc::uninit::<C, ndarray::IxDyn>(op, ndarray::IxDyn(shape), order.as_ref())
+}
+
+/// [`output_order`], apart from the element types of the generic callers.
+#[inline(never)]
+fn order_like(shape: &[usize], strides: &[&[isize]]) -> Order {
+    output_order(shape, strides)
 }
 
 /// The strides of a result of `shape` read from inputs of `strides`, as [`uninit_like`] lays
 /// it out.
 pub(crate) fn strides_like(shape: &[usize], strides: &[&[isize]]) -> operand::Strides {
-    let order = output_order(shape, strides);
+    let order = order_like(shape, strides);
     let order = order.as_ref();
     let mut out: operand::Strides = smallvec::smallvec![0; shape.len()];
     let mut step = 1isize;

@@ -31,10 +31,15 @@ impl<const N: usize> Plan<N> {
     pub fn new(shape: &[usize], strides: [&[isize]; N], priority: [usize; N]) -> Self {
         let mut axes: Nest<usize> = (0..shape.len()).filter(|&i| shape[i] != 1).collect();
         let key = |ax: usize| -> [usize; N] { priority.map(|k| strides[k][ax].unsigned_abs()) };
-        // Largest strides outermost; the stable sort keeps the logical order on ties. Arrays in
-        // standard layout are already in order, and small ops should not pay for a sort.
-        if axes.windows(2).any(|w| key(w[0]) < key(w[1])) {
-            axes.sort_by_key(|&ax| std::cmp::Reverse(key(ax)));
+        // Largest strides outermost, the logical order kept on ties: an insertion sort, stable,
+        // free on arrays already in order, and a few lines where the library's sort is a
+        // thousand per operand count (a walk has a handful of dims).
+        for i in 1..axes.len() {
+            let mut j = i;
+            while j > 0 && key(axes[j - 1]) < key(axes[j]) {
+                axes.swap(j - 1, j);
+                j -= 1;
+            }
         }
         Self::over(shape, strides, axes)
     }

@@ -465,7 +465,13 @@ macro_rules! ints {
                 unary_table!(op, $u; Neg, Not, Popcnt, Clz).or_else(|| unary_table!(op, $t; $($signed),*))
             }
             fn binary(op: Binary) -> Option<Run<3>> {
-                table!(Binary: op, $u; Add, Sub, Mul, And, Or, Xor, ShiftLeft).or_else(|| {
+                match op {
+                    Binary::And => return table::bytewise::<elem::And>(size_of::<$t>()),
+                    Binary::Or => return table::bytewise::<elem::Or>(size_of::<$t>()),
+                    Binary::Xor => return table::bytewise::<elem::Xor>(size_of::<$t>()),
+                    _ => {}
+                }
+                table!(Binary: op, $u; Add, Sub, Mul, ShiftLeft).or_else(|| {
                     table!(Binary: op, $t; Div, Rem, Max, Min, Pow, ShiftRightArithmetic,
                         ShiftRightLogical)
                 })
@@ -503,8 +509,11 @@ ints! {
     i8 as u8, [Abs, Sign]; i16 as u16, [Abs, Sign]; i32 as u32, [Abs, Sign]; i64 as u64, [Abs, Sign];
 }
 
+/// Floats: the transcendental ops and the arithmetic of fused chains in wide copies, and
+/// the `$wide` ops too (`f64`'s `sin`, `cos`, `tan` call the platform's functions, which no
+/// vector copy speeds up).
 macro_rules! floats {
-    ($($t:ty),*) => {$(
+    ($($t:ty: [$($wide:ident),*];)*) => {$(
         impl Kernels for $t {
             fn unary(op: Unary) -> Option<Run<2>> {
                 match op {
@@ -516,11 +525,9 @@ macro_rules! floats {
                     Unary::Logistic => Some(table::run_wide::<$t, elem::Logistic>()),
                     Unary::Tanh => Some(table::run_wide::<$t, elem::Tanh>()),
                     Unary::Rsqrt => Some(table::run_wide::<$t, elem::Rsqrt>()),
-                    Unary::Sin => Some(table::run_wide::<$t, elem::Sin>()),
-                    Unary::Cos => Some(table::run_wide::<$t, elem::Cos>()),
-                    Unary::Tan => Some(table::run_wide::<$t, elem::Tan>()),
+                    $(Unary::$wide => Some(table::run_wide::<$t, elem::$wide>()),)*
                     _ => unary_table!(op, $t; Abs, Neg, Sign, Floor, Ceil, RoundNearestEven,
-                        RoundNearestAfz, Sqrt, Cbrt),
+                        RoundNearestAfz, Sqrt, Cbrt, Sin, Cos, Tan),
                 }
             }
             fn binary(op: Binary) -> Option<Run<3>> {
@@ -560,9 +567,15 @@ macro_rules! floats {
         }
     )*};
 }
-floats!(f32, f64);
+floats! {
+    f32: [Sin, Cos, Tan];
+    f64: [];
+}
 #[cfg(feature = "half")]
-floats!(half::f16, half::bf16);
+floats! {
+    half::f16: [Sin, Cos, Tan];
+    half::bf16: [Sin, Cos, Tan];
+}
 
 /// `bool` as the bytes 0 and 1: `add` is `or`, `mul` is `and`, `max` and `min` are `u8`'s, and
 /// so are the comparisons (`false < true`) and `clamp`.

@@ -171,7 +171,7 @@ macro_rules! tensor_types {
             /// The one element of a rank-0 tensor, as a StableHLO literal.
             fn visit_literal(&self) -> String {
                 match self {
-                    $($(#[$cfg])* Tensor::$variant(a) => a.iter().next().map_or(String::new(), |v| v.literal()),)*
+                    $($(#[$cfg])* Tensor::$variant(a) => a.first().map_or(String::new(), |v| v.literal()),)*
                 }
             }
 
