@@ -90,6 +90,37 @@ fn workloads_match_run_bit_for_bit() {
     check("attention", &attention(2, 3, 17), &[x, mask]);
 }
 
+/// An executable keeps its large intermediates between runs and writes over them: each run
+/// gives `run`'s results for its own inputs, whatever the runs before it read, in either
+/// layout, allocating or into the caller's arrays, and a clone gives the same.
+#[test]
+fn kept_intermediates_are_written_over() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (m, n) = (129, 1000); // 516 KB intermediates: kept
+    for p in [softmax(m, n, 1), softmax(m, n, 0), layer_norm(m, n)] {
+        let exe = p.compile().unwrap();
+        let rows = [tensor(&mut rng, &[n], false), tensor(&mut rng, &[n], false)];
+        for fortran in [false, false, true, true, false] {
+            let x = tensor(&mut rng, &[m, n], fortran);
+            let inputs: Vec<Tensor> = match p.parameters().len() {
+                1 => vec![x],
+                _ => vec![x, rows[0].clone(), rows[1].clone()],
+            };
+            let want = p.run(&inputs).unwrap();
+            for exe in [&exe, &exe.clone()] {
+                let got = exe.run(&inputs).unwrap();
+                assert!(
+                    bits(&got[0]) == bits(&want[0]),
+                    "allocating, F order: {fortran}"
+                );
+                let mut out = [Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[m, n])))];
+                exe.run_into(&inputs, &mut out).unwrap();
+                assert!(bits(&out[0]) == bits(&want[0]), "into, F order: {fortran}");
+            }
+        }
+    }
+}
+
 /// A chain of elementwise ops over one shape is one fused loop: no intermediate of that shape
 /// is materialised (checked through the results only: the same bits), and reductions split it.
 #[test]

@@ -10,13 +10,14 @@
 //! bit for bit.
 
 use std::borrow::Cow;
+use std::sync::Mutex;
 
 use super::eval::{eval, mismatch};
 use super::{Direction, ElementType, Op, Program, Reduction, Tensor, Unwritten, Value};
 use crate::engine::fused::{self, Chain, Step, MAX_OPERANDS};
 use crate::engine::table::{self, Kernel};
-use crate::engine::Operand;
 use crate::engine::Strides;
+use crate::engine::{Operand, SlotInfo};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_plan, iota};
 
@@ -51,6 +52,57 @@ pub struct Executable {
     /// For each stage, the values it reads for the last time (dropped after it, unless they
     /// are outputs).
     drops: Vec<Vec<usize>>,
+    scratch: Scratch,
+}
+
+/// The large intermediates of earlier runs, kept for the next run's fused loops to write over
+/// (XLA's executables reuse their temporary buffers too): an array of [`SCRATCH_MIN_BYTES`] or
+/// more is mapped afresh by the allocator at each call, and on a VM each of its pages faults
+/// on first touch, which can cost as much as the loop that writes it. A run takes an array of
+/// the type, shape and layout it would allocate, and gives back the ones it no longer reads;
+/// concurrent runs each allocate what they do not find. A clone starts empty.
+#[derive(Debug, Default)]
+struct Scratch(Mutex<Vec<Tensor>>);
+
+/// Intermediates smaller than this are allocated at each run: the allocator serves them from
+/// memory it keeps (glibc's default threshold for mapping an allocation of its own).
+const SCRATCH_MIN_BYTES: usize = 128 << 10;
+
+/// The most arrays kept between runs.
+const SCRATCH_MAX: usize = 16;
+
+impl Clone for Scratch {
+    fn clone(&self) -> Self {
+        Scratch::default()
+    }
+}
+
+impl Scratch {
+    /// An array kept of type `ty`, `shape` and `strides`, if there is one.
+    fn take(&self, ty: ElementType, shape: &[usize], strides: &[isize]) -> Option<Tensor> {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let at = kept
+            .iter()
+            .position(|t| t.element_type() == ty && t.shape() == shape && t.strides() == strides)?;
+        Some(kept.swap_remove(at))
+    }
+
+    /// Keeps `t` for a later run, if it is large enough to be worth keeping and there is room.
+    fn give(&self, t: Tensor) {
+        let bytes = t.shape().iter().product::<usize>() * t.element_size();
+        if bytes >= SCRATCH_MIN_BYTES {
+            let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if kept.len() < SCRATCH_MAX {
+                kept.push(t);
+            }
+        }
+    }
+}
+
+/// An array a fused loop writes a member to: fresh, or kept from an earlier run.
+enum Member {
+    Fresh(Unwritten),
+    Kept(Tensor),
 }
 
 /// One step of an executable.
@@ -298,6 +350,7 @@ impl Program {
             program: self.clone(),
             stages,
             drops,
+            scratch: Scratch::default(),
         })
     }
 
@@ -545,8 +598,9 @@ impl Executable {
 
     /// Runs the program on `inputs`, writing its results into `outputs` (one per output, of its
     /// type and shape, any layout): an output a fused loop computes is written there in place,
-    /// the others are copied in. Nothing the size of an output is allocated for it, so a loop
-    /// that calls this allocates only the intermediates reductions need.
+    /// the others are copied in. Nothing the size of an output is allocated for it, and the
+    /// large intermediates that reductions need are kept from one run for the next, so a loop
+    /// that calls this allocates no large array after its first call.
     ///
     /// ```
     /// use ndarray::{arr1, Array1};
@@ -638,17 +692,19 @@ impl Executable {
                         let strides: Vec<&[isize]> = args.iter().map(|&a| &layout[a][..]).collect();
                         layout[st.out] = crate::engine::strides_like(&g.shape, &strides);
                     }
-                    let mut fresh: Vec<(usize, Unwritten)> = Vec::new();
+                    let mut fresh: Vec<(usize, Member)> = Vec::new();
                     for (k, &m) in g.outputs.iter().enumerate() {
                         if !has_direct || g.direct[k].is_none() {
-                            let own = [&layout[g.inputs.len() + k][..]];
-                            fresh.push((
-                                m,
-                                Unwritten::new(program.nodes[m].ty, "run", &g.shape, &own)?,
-                            ));
+                            let (ty, own) = (program.nodes[m].ty, &layout[g.inputs.len() + k]);
+                            let member = match self.scratch.take(ty, &g.shape, own) {
+                                Some(t) => Member::Kept(t),
+                                None => Member::Fresh(Unwritten::new(ty, "run", &g.shape, &[own])?),
+                            };
+                            fresh.push((m, member));
                         }
                     }
                     {
+                        let allocated = fresh.iter().any(|(_, t)| matches!(t, Member::Fresh(_)));
                         let mut operands = placed;
                         let mut fresh_iter = fresh.iter_mut();
                         let mut slots: Vec<Option<&mut Tensor>> =
@@ -659,34 +715,69 @@ impl Executable {
                                     let out = slots[k].take().expect("one member per output");
                                     operands.push(out.output());
                                 }
-                                None => {
-                                    operands.push(fresh_iter.next().expect("allocated").1.operand())
-                                }
+                                None => operands.push(
+                                    match &mut fresh_iter.next().expect("allocated").1 {
+                                        Member::Fresh(t) => t.operand(),
+                                        Member::Kept(t) => t.output(),
+                                    },
+                                ),
                             }
                         }
-                        let written: Vec<bool> =
-                            (0..operands.len()).map(|k| k >= g.inputs.len()).collect();
-                        let chain = Chain {
-                            operands: &operands,
-                            written: &written,
-                            sizes: &g.sizes,
-                            steps: &g.steps,
+                        let one = match &g.steps[..] {
+                            [step] if g.outputs.len() == 1 && step.out == g.inputs.len() => {
+                                Some(step)
+                            }
+                            _ => None,
                         };
-                        // SAFETY: the steps' kernels were chosen for their registers' types
-                        // (`Program::group`); each reads inputs or earlier steps' registers and
-                        // each member is written by its one step; the outputs are fresh arrays
-                        // or the caller's (borrowed mutably, distinct from the inputs) of the
-                        // group's shape; the inputs are placed at it.
-                        unsafe { fused::run(&g.shape, &chain) };
+                        if let Some(step) = one {
+                            // One op: the engine's walk of its kernel, as the op called
+                            // directly takes (no chunks to stage through).
+                            let out = operands.pop().expect("the step's output");
+                            let inputs: Vec<&Operand<'_>> = step.args[..step.kernel.inputs()]
+                                .iter()
+                                .map(|&a| &operands[a])
+                                .collect();
+                            let slot = SlotInfo {
+                                size: g.sizes[step.out],
+                                needs_drop: false,
+                                plain: true,
+                            };
+                            // SAFETY: the kernel was chosen for its operands' types
+                            // (`Program::group`), plain numbers; its output is the group's one
+                            // member, a fresh array or the caller's (borrowed mutably, distinct
+                            // from the inputs) of the group's shape; the inputs are placed at it.
+                            unsafe { table::write(out, slot, step.kernel, &inputs, allocated) };
+                        } else {
+                            let written: Vec<bool> =
+                                (0..operands.len()).map(|k| k >= g.inputs.len()).collect();
+                            let chain = Chain {
+                                operands: &operands,
+                                written: &written,
+                                sizes: &g.sizes,
+                                steps: &g.steps,
+                            };
+                            // SAFETY: the steps' kernels were chosen for their registers' types
+                            // (`Program::group`); each reads inputs or earlier steps' registers
+                            // and each member is written by its one step; the outputs are fresh
+                            // arrays or the caller's (borrowed mutably, distinct from the inputs)
+                            // of the group's shape; the inputs are placed at it.
+                            unsafe { fused::run(&g.shape, &chain) };
+                        }
                     }
                     for (m, t) in fresh {
-                        // SAFETY: the fused loop wrote every element of each output.
-                        values[m] = Some(Cow::Owned(unsafe { t.assume_init() }));
+                        let t = match t {
+                            // SAFETY: the fused loop wrote every element of each output.
+                            Member::Fresh(t) => unsafe { t.assume_init() },
+                            Member::Kept(t) => t,
+                        };
+                        values[m] = Some(Cow::Owned(t));
                     }
                 }
             }
             for &v in &self.drops[s] {
-                values[v] = None;
+                if let Some(Cow::Owned(t)) = values[v].take() {
+                    self.scratch.give(t);
+                }
             }
         }
         Ok(values)

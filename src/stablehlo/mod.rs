@@ -168,6 +168,13 @@ macro_rules! tensor_types {
                 }
             }
 
+            /// Its strides, in elements.
+            fn strides(&self) -> &[isize] {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => a.strides(),)*
+                }
+            }
+
             /// The one element of a rank-0 tensor, as a StableHLO literal.
             fn visit_literal(&self) -> String {
                 match self {
