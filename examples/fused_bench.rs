@@ -2,7 +2,8 @@
 //! dim, GELU, attention scores, a dense layer's backward), `f32`: the compiled executable
 //! (allocating, and into the caller's arrays), the same program op by op (`Program::run`),
 //! ndarray's operators and ndarray's hand-fused `Zip` where they can say it, and the one-pass
-//! floor (the inputs and outputs moved once at a parallel copy's rate). Prints one line
+//! floor (the inputs and outputs moved once at a parallel copy's rate), and a one-op program
+//! beside the same op called directly. Prints one line
 //! per workload and system: `workload size system ms`, the median of a few calls.
 //! `tools/fused_bench.py` runs it beside NumPy, numexpr and XLA in interleaved rounds.
 //!

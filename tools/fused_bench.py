@@ -5,7 +5,8 @@ ndarray where it can say the workload, NumPy (allocating, and with `out=` where 
 allows it), numexpr (2 threads, where it can express the workload) and XLA's CPU compiler
 running the very text `to_stablehlo` prints (compiled once, outside the timing); `floor` is the
 one-pass floor: the workload's inputs and outputs moved once at the rate of a parallel copy
-measured in the same round. Rounds are
+measured in the same round; `one_op` is a one-op program (`x + b`, `b` a row) beside the same
+op called directly (`add_bcast`, `add_bcast_into`: `direct`, `direct_into`). Rounds are
 interleaved: each round runs the Rust example, then the Python systems (the order alternating).
 Prints medians in ms, and the ratio of the fastest peer to the executable.
 
@@ -183,8 +184,8 @@ def main(rounds):
     print(f"f32, medians of {rounds} interleaved rounds, ms; numpy {np.__version__}"
           + (f", numexpr {ne.__version__} (2 threads)" if ne else "")
           + (f", jax {jax.__version__}" if jax else "") + "\n")
-    systems = ["executable", "executable_into", "op_by_op", "ndarray_ops", "ndarray_zip_into",
-               "numpy", "numpy_out", "numexpr", "xla", "floor"]
+    systems = ["executable", "executable_into", "op_by_op", "direct", "direct_into",
+               "ndarray_ops", "ndarray_zip_into", "numpy", "numpy_out", "numexpr", "xla", "floor"]
     print("| workload | size | " + " | ".join(systems) + " | fastest peer / executable (into) |")
     print("|---|---|" + "---|" * (len(systems) + 1))
     for name, size in dict.fromkeys((k[0], k[1]) for k in keys):
