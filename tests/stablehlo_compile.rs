@@ -96,11 +96,11 @@ fn workloads_match_run_bit_for_bit() {
 #[test]
 fn kept_intermediates_are_written_over() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let (m, n) = (129, 1000); // 516 KB intermediates: kept
+    let (m, n) = (64, 600); // 150 KiB intermediates: kept
     for p in [softmax(m, n, 1), softmax(m, n, 0), layer_norm(m, n)] {
         let exe = p.compile().unwrap();
         let rows = [tensor(&mut rng, &[n], false), tensor(&mut rng, &[n], false)];
-        for fortran in [false, false, true, true, false] {
+        for fortran in [false, true, true, false] {
             let x = tensor(&mut rng, &[m, n], fortran);
             let inputs: Vec<Tensor> = match p.parameters().len() {
                 1 => vec![x],

@@ -7,7 +7,7 @@
 //! when something outside it reads one of its members (a reduction, another shape's group):
 //! that member is then written to an array, and so is every program output. Reductions run
 //! as in [`Program::run`]. The kernels are those of `Program::run`, so the results are its own,
-//! bit for bit.
+//! bit for bit. A group of one op runs on the engine's walk, as the op called directly does.
 
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -22,7 +22,9 @@ use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_plan, iota};
 
 /// A compiled [`Program`]: run it with [`Executable::run`] or, writing into the caller's arrays,
-/// [`Executable::run_into`].
+/// [`Executable::run_into`]. It keeps the large intermediates of its runs (arrays that
+/// reductions split a chain at, 128 KiB or more) for the next run to write over, until it is
+/// dropped: memory a training loop would otherwise map afresh at each step.
 ///
 /// ```
 /// use ndarray::{arr1, arr2};
