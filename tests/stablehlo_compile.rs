@@ -118,6 +118,9 @@ fn kept_intermediates_are_written_over() {
                 assert!(bits(&out[0]) == bits(&want[0]), "into, F order: {fortran}");
             }
         }
+        // Its debug form counts what it keeps, without printing the elements.
+        let text = format!("{exe:?}");
+        assert!(text.contains("arrays kept") && text.len() < 20_000, "{}", text.len());
     }
 }
 

@@ -63,7 +63,7 @@ pub struct Executable {
 /// on first touch, which can cost as much as the loop that writes it. A run takes an array of
 /// the type, shape and layout it would allocate, and gives back the ones it no longer reads;
 /// concurrent runs each allocate what they do not find. A clone starts empty.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Scratch(Mutex<Vec<Tensor>>);
 
 /// Intermediates smaller than this are allocated at each run: the allocator serves them from
@@ -72,6 +72,14 @@ const SCRATCH_MIN_BYTES: usize = 128 << 10;
 
 /// The most arrays kept between runs.
 const SCRATCH_MAX: usize = 16;
+
+/// How many arrays are kept, not their elements.
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.0.lock().map_or(0, |k| k.len());
+        write!(f, "Scratch({kept} arrays kept)")
+    }
+}
 
 impl Clone for Scratch {
     fn clone(&self) -> Self {
