@@ -120,7 +120,11 @@ fn kept_intermediates_are_written_over() {
         }
         // Its debug form counts what it keeps, without printing the elements.
         let text = format!("{exe:?}");
-        assert!(text.contains("arrays kept") && text.len() < 20_000, "{}", text.len());
+        assert!(
+            text.contains("arrays kept") && text.len() < 20_000,
+            "{}",
+            text.len()
+        );
     }
 }
 
