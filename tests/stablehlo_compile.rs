@@ -90,6 +90,38 @@ fn workloads_match_run_bit_for_bit() {
     check("attention", &attention(2, 3, 17), &[x, mask]);
 }
 
+/// `convert` between every pair of the default element types, compiled (in loops with the
+/// other conversions) gives `run`'s bits.
+#[test]
+fn converts_match_run() {
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    let x = tensor(&mut rng, &[5, 7], false);
+    let mut p = Program::new("converts");
+    let px = p.parameter::<f32>(&[5, 7]);
+    let scale = p.constant(3.0e4f32);
+    let wide = p.mul(px, scale, &[]).unwrap(); // values that overflow the narrow integers
+    macro_rules! chains {
+        ($($t:ty),*) => {{
+            let mut outs = Vec::new();
+            $(
+                let first = p.convert::<$t>(wide).unwrap();
+                outs.push(p.convert::<f64>(first).unwrap());
+                chains!(@ outs, first; bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+            )*
+            outs
+        }};
+        (@ $outs:ident, $first:ident; $($u:ty),*) => {$(
+            let second = p.convert::<$u>($first).unwrap();
+            $outs.push(p.convert::<f64>(second).unwrap());
+        )*};
+    }
+    let outs: Vec<Value> = chains!(bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+    for v in outs {
+        p.output(v).unwrap();
+    }
+    check("converts", &p, &[x]);
+}
+
 /// An executable keeps its large intermediates between runs and writes over them: each run
 /// gives `run`'s results for its own inputs, whatever the runs before it read, in either
 /// layout, allocating or into the caller's arrays, and a clone gives the same.
