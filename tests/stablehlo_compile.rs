@@ -5,7 +5,7 @@
 mod common;
 
 use common::workloads::{attention, bias_relu, dense_backward, gelu, layer_norm, softmax};
-use common::Rng;
+use common::{bits, Rng};
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
 use xla_bcast::stablehlo::{Executable, Program, Tensor, Value};
 use xla_bcast::BroadcastError;
@@ -19,23 +19,6 @@ fn tensor(rng: &mut Rng, shape: &[usize], fortran: bool) -> Tensor {
         true => ArrayD::from_shape_vec(IxDyn(shape).f(), values).unwrap(),
     };
     Tensor::from(a)
-}
-
-/// Bits of every element (any NaN alike).
-fn bits(t: &Tensor) -> Vec<u64> {
-    match t {
-        Tensor::F32(a) => a
-            .iter()
-            .map(|v| if v.is_nan() { 1 } else { v.to_bits().into() })
-            .collect(),
-        Tensor::F64(a) => a
-            .iter()
-            .map(|v| if v.is_nan() { 1 } else { v.to_bits() })
-            .collect(),
-        Tensor::I32(a) => a.iter().map(|&v| v as u32 as u64).collect(),
-        Tensor::Pred(a) => a.iter().map(|&v| v as u64).collect(),
-        other => panic!("no bits for {other:?}"),
-    }
 }
 
 /// `p` compiled gives `run`'s results, allocating and into fresh outputs of any layout.

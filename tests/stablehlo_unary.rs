@@ -2,6 +2,9 @@
 //! both zeros, infinities, ties; `MIN` and `MAX`), their type errors and their StableHLO text.
 //! (`tests/stablehlo_export.rs` runs them on XLA.)
 
+mod common;
+
+use common::bits;
 use ndarray::{arr1, Array1};
 use xla_bcast::stablehlo::{Program, StableHloElement, Tensor, Value};
 use xla_bcast::BroadcastError;
@@ -21,21 +24,6 @@ where
     let y = record(&mut p, v)?;
     p.output(y)?;
     Ok(p.run(&[x.clone().into_dyn().into()])?.remove(0))
-}
-
-/// Float results by their bits, any NaN equal to any NaN.
-fn bits64(t: Tensor) -> Vec<u64> {
-    match t {
-        Tensor::F32(a) => a
-            .iter()
-            .map(|v| if v.is_nan() { 1 } else { v.to_bits().into() })
-            .collect(),
-        Tensor::F64(a) => a
-            .iter()
-            .map(|v| if v.is_nan() { 1 } else { v.to_bits() })
-            .collect(),
-        other => panic!("not a float result: {other:?}"),
-    }
 }
 
 #[test]
@@ -80,17 +68,17 @@ fn float_ops_match_rust() {
         ("sqrt", Program::sqrt, f64::sqrt),
     ];
     for (name, record, f) in cases {
-        let want = |v: Array1<f64>| bits64(Tensor::from(v.into_dyn()));
+        let want = |v: Array1<f64>| bits(&Tensor::from(v.into_dyn()));
         assert_eq!(
-            bits64(run(record, &x).unwrap()),
+            bits(&run(record, &x).unwrap()),
             want(x.mapv(f)),
             "{name} f64"
         );
         // In f32: the same function, of an f32 input (exact for these, or correctly rounded).
         let want32 = x32.mapv(|v| f(f64::from(v)) as f32);
         assert_eq!(
-            bits64(run(record, &x32).unwrap()),
-            bits64(Tensor::from(want32.into_dyn())),
+            bits(&run(record, &x32).unwrap()),
+            bits(&Tensor::from(want32.into_dyn())),
             "{name} f32"
         );
     }

@@ -3,6 +3,26 @@
 #[allow(dead_code)]
 pub mod workloads;
 
+use xla_bcast::stablehlo::Tensor;
+
+/// The bits of every element of a float, `i32` or `bool` tensor, any NaN equal to any NaN.
+#[allow(dead_code)]
+pub fn bits(t: &Tensor) -> Vec<u64> {
+    match t {
+        Tensor::F32(a) => a
+            .iter()
+            .map(|v| if v.is_nan() { 1 } else { v.to_bits().into() })
+            .collect(),
+        Tensor::F64(a) => a
+            .iter()
+            .map(|v| if v.is_nan() { 1 } else { v.to_bits() })
+            .collect(),
+        Tensor::I32(a) => a.iter().map(|&v| v as u32 as u64).collect(),
+        Tensor::Pred(a) => a.iter().map(|&v| v as u64).collect(),
+        other => panic!("no bits for {other:?}"),
+    }
+}
+
 /// A small deterministic generator (xorshift64*).
 pub struct Rng(pub u64);
 
