@@ -40,7 +40,7 @@
 //! | [`error`] | [`BroadcastError`] |
 //!
 //! Every op runs through one kernel engine (dim merging, loop order from the strides,
-//! vectorisable inner loops, staged transposes, Rayon above [`PARALLEL_THRESHOLD_BYTES`],
+//! vectorisable inner loops, staged transposes, a thread pool above [`PARALLEL_THRESHOLD_BYTES`],
 //! controlled by [`Parallelism`]).
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -55,6 +55,7 @@ pub mod layout;
 pub mod numpy;
 pub mod ops;
 pub mod paddle;
+mod pool;
 pub mod reduce;
 pub mod shape;
 pub mod stablehlo;

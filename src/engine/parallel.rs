@@ -1,10 +1,13 @@
 //! Explicit, controllable parallelism: serial below a size threshold; above it the calling
-//! thread works and Rayon pool threads join while work remains; a global setting or a per-call
-//! override forces serial execution or caps the threads.
+//! thread works and pool threads join while work remains; a global setting or a per-call
+//! override forces serial execution or caps the threads. The pool is the crate's own
+//! ([`crate::pool`]) or, with the `rayon` feature, the current Rayon pool.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
+
+use crate::pool::Task;
 
 /// How the engine may split an operation across threads.
 ///
@@ -26,12 +29,13 @@ use std::sync::RwLock;
 pub enum Parallelism {
     /// Always run on the calling thread.
     Serial,
-    /// Let the current Rayon pool's threads help with large operations (the default): the
-    /// calling thread starts the work, and a pool thread that is free joins it, so a busy pool
-    /// costs a large operation one task hand-off, never a wait.
+    /// Let pool threads help with large operations (the default): the calling thread starts
+    /// the work, and a pool thread that is free joins it, so a busy pool costs a large
+    /// operation one task hand-off, never a wait. The pool is the crate's own (a thread per
+    /// core but one, asleep while idle) or, with the `rayon` feature, the current Rayon pool.
     #[default]
     Auto,
-    /// Split large operations over at most this many threads of the current Rayon pool;
+    /// Split large operations over at most this many threads, the caller's included;
     /// `Threads(0)` sets no cap (every thread of the pool, as [`Parallelism::Auto`]), as
     /// Rayon's `ThreadPoolBuilder::num_threads(0)` does. The value reads back as it was set.
     ///
@@ -120,23 +124,28 @@ pub(crate) fn pieces(bytes: usize) -> usize {
     if is_small(bytes) {
         return 1;
     }
-    let available = available_threads();
     let cap = match parallelism() {
         Parallelism::Serial => 1,
-        Parallelism::Auto | Parallelism::Threads(0) => available,
-        Parallelism::Threads(n) => n.min(available),
+        Parallelism::Auto | Parallelism::Threads(0) => available_threads(),
+        Parallelism::Threads(n) => n.min(available_threads()),
     };
     cap.max(1)
 }
 
-#[cfg(feature = "rayon")]
+/// Threads the pool gives one operation, the caller's included.
 fn available_threads() -> usize {
-    rayon_core::current_num_threads()
+    #[cfg(feature = "rayon")]
+    return rayon_core::current_num_threads();
+    #[cfg(not(feature = "rayon"))]
+    return crate::pool::global().threads();
 }
 
-#[cfg(not(feature = "rayon"))]
-fn available_threads() -> usize {
-    1
+/// Hands a helper task to the pool.
+fn spawn(task: Task) {
+    #[cfg(feature = "rayon")]
+    rayon_core::spawn(task);
+    #[cfg(not(feature = "rayon"))]
+    crate::pool::global().spawn(task);
 }
 
 /// Runs `work(range)` over `0..len` cut into contiguous ranges, on this thread and on up to
@@ -189,6 +198,16 @@ pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::o
 /// own core's cache, where interleaved claims would scatter them over both cores
 /// (`BENCHMARKS.md`: 10-40% less time on `f32` ops of 256² to 768²).
 pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + Sync)) {
+    for_each_index_on(&spawn, n, pieces, work)
+}
+
+/// [`for_each_index`] with helpers handed to `spawn`.
+fn for_each_index_on(
+    spawn: &dyn Fn(Task),
+    n: usize,
+    pieces: usize,
+    work: &(impl Fn(usize) + Sync),
+) {
     let helpers = pieces.min(n).saturating_sub(1);
     // The unclaimed indices, `front..back`, packed in one word so that a claim at either end
     // is one compare-and-swap. Past 32 bits (no caller splits that finely) the caller runs all.
@@ -216,17 +235,15 @@ pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + S
             }
         }
     };
-    #[cfg(feature = "rayon")]
     if helpers > 0 {
-        return help::with_helpers(helpers, &|| claim(false), &|| claim(true));
+        return help::with_helpers(spawn, helpers, &|| claim(false), &|| claim(true));
     }
-    let _ = helpers;
     claim(false);
 }
 
 /// Pool threads that join a loop the calling thread runs, while it runs.
-#[cfg(feature = "rayon")]
 mod help {
+    use super::Task;
     use std::any::Any;
     use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -246,9 +263,11 @@ mod help {
     const HELPER: usize = 2;
 
     /// Runs `claim` (a loop that claims work until none is left) here and `help` (another such
-    /// loop over the same work) on up to `helpers` pool threads, and returns once every thread
-    /// that entered has left; a panic in any of them is resumed here after that.
+    /// loop over the same work) on up to `helpers` pool threads, handed to `spawn`, and returns
+    /// once every thread that entered has left; a panic in any of them is resumed here after
+    /// that (a task never unwinds into the pool).
     pub(super) fn with_helpers(
+        spawn: &dyn Fn(Task),
         helpers: usize,
         claim: &(dyn Fn() + Sync),
         help: &(dyn Fn() + Sync),
@@ -263,7 +282,7 @@ mod help {
         let task: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(help) };
         for _ in 0..helpers {
             let shared = Arc::clone(&shared);
-            rayon_core::spawn(move || {
+            spawn(Box::new(move || {
                 let entered = shared.state.fetch_add(HELPER, Ordering::Acquire) & CLOSED == 0;
                 if entered {
                     if let Err(p) = catch_unwind(AssertUnwindSafe(task)) {
@@ -272,7 +291,7 @@ mod help {
                 }
                 // Release: the helper's writes happen before the caller sees it leave.
                 shared.state.fetch_sub(HELPER, Ordering::Release);
-            });
+            }));
         }
         /// Closes the state and waits for the helpers inside, also while a panic unwinds.
         struct Close<'s>(&'s Shared);
@@ -311,6 +330,7 @@ mod help {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::Pool;
 
     #[test]
     fn the_threshold_counts_bytes() {
@@ -351,39 +371,33 @@ mod tests {
 
     /// A free pool thread joins a long loop; a busy pool leaves the whole loop to the caller,
     /// which returns without waiting for it.
-    #[cfg(feature = "rayon")]
     #[test]
     fn helpers_join_when_free_and_never_hold_up_the_caller() {
         use std::sync::{mpsc, Mutex};
         use std::thread::{self, ThreadId};
         use std::time::Duration;
-        let pool = rayon_core::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
+        let pool = Pool::start(1);
+        assert_eq!(pool.threads(), 2, "the test pool's worker did not start");
         let threads_of = |busy: bool| {
-            pool.install(|| {
-                let (release, wait) = mpsc::channel::<()>();
+            let (release, wait) = mpsc::channel::<()>();
+            if busy {
+                // Occupy the pool's worker until the loop is over.
                 let (started, on_start) = mpsc::channel::<()>();
-                if busy {
-                    // Occupy the pool's other thread until the loop is over.
-                    let wait = Mutex::new(wait);
-                    rayon_core::spawn(move || {
-                        started.send(()).unwrap();
-                        let _ = wait.lock().unwrap().recv();
-                    });
-                    on_start.recv().unwrap();
-                }
-                let ran: Mutex<Vec<ThreadId>> = Mutex::new(vec![]);
-                for_each_index(16, 2, &|_| {
-                    thread::sleep(Duration::from_millis(2));
-                    ran.lock().unwrap().push(thread::current().id());
-                });
-                drop(release);
-                let ran = ran.into_inner().unwrap();
-                assert_eq!(ran.len(), 16);
-                ran.iter().filter(|&&t| t != thread::current().id()).count()
-            })
+                pool.spawn(Box::new(move || {
+                    started.send(()).unwrap();
+                    let _ = wait.recv();
+                }));
+                on_start.recv().unwrap();
+            }
+            let ran: Mutex<Vec<ThreadId>> = Mutex::new(vec![]);
+            for_each_index_on(&|t| pool.spawn(t), 16, 2, &|_| {
+                thread::sleep(Duration::from_millis(2));
+                ran.lock().unwrap().push(thread::current().id());
+            });
+            drop(release);
+            let ran = ran.into_inner().unwrap();
+            assert_eq!(ran.len(), 16);
+            ran.iter().filter(|&&t| t != thread::current().id()).count()
         };
         assert_eq!(threads_of(true), 0, "a busy pool thread took indices");
         assert!(threads_of(false) > 0, "a free pool thread never joined");
@@ -391,27 +405,21 @@ mod tests {
 
     /// The caller's indices are a prefix of the loop and a helper's the rest: each thread
     /// keeps one end of the operands, so a repeated op finds its part in the same core's cache.
-    #[cfg(feature = "rayon")]
     #[test]
     fn the_caller_claims_the_front_and_helpers_the_back() {
         use std::sync::Mutex;
         use std::thread;
         use std::time::Duration;
-        let pool = rayon_core::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
+        let pool = Pool::start(1);
         let mut helped = false;
         // A helper may not arrive in time on a loaded machine: try a few loops.
         for _ in 0..5 {
             let ran = Mutex::new(vec![None; 16]);
-            let caller = pool.install(|| {
-                for_each_index(16, 2, &|i| {
-                    thread::sleep(Duration::from_millis(2));
-                    ran.lock().unwrap()[i] = Some(thread::current().id());
-                });
-                thread::current().id()
+            for_each_index_on(&|t| pool.spawn(t), 16, 2, &|i| {
+                thread::sleep(Duration::from_millis(2));
+                ran.lock().unwrap()[i] = Some(thread::current().id());
             });
+            let caller = thread::current().id();
             let by_caller: Vec<bool> = ran
                 .into_inner()
                 .unwrap()
@@ -430,36 +438,30 @@ mod tests {
     }
 
     /// A panic on a helper or on the caller reaches the caller, after every helper has left
-    /// the loop (it borrows the caller's stack).
-    #[cfg(feature = "rayon")]
+    /// the loop (it borrows the caller's stack); the pool's worker survives it.
     #[test]
     fn panics_reach_the_caller_after_the_helpers_leave() {
         use std::panic::{catch_unwind, AssertUnwindSafe};
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::thread;
         use std::time::Duration;
-        let pool = rayon_core::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
-        for on_caller in [false, true] {
+        let pool = Pool::start(1);
+        for on_caller in [false, true, false] {
             let inside = AtomicUsize::new(0);
             let helped = AtomicUsize::new(0);
-            let result = pool.install(|| {
-                let caller = thread::current().id();
-                catch_unwind(AssertUnwindSafe(|| {
-                    for_each_index(64, 2, &|i| {
-                        inside.fetch_add(1, Ordering::SeqCst);
-                        thread::sleep(Duration::from_millis(1));
-                        let here = thread::current().id() == caller;
-                        helped.fetch_add(usize::from(!here), Ordering::SeqCst);
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                        if i >= 8 && here == on_caller {
-                            panic!("element function panicked");
-                        }
-                    })
-                }))
-            });
+            let caller = thread::current().id();
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                for_each_index_on(&|t| pool.spawn(t), 64, 2, &|i| {
+                    inside.fetch_add(1, Ordering::SeqCst);
+                    thread::sleep(Duration::from_millis(1));
+                    let here = thread::current().id() == caller;
+                    helped.fetch_add(usize::from(!here), Ordering::SeqCst);
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    if i >= 8 && here == on_caller {
+                        panic!("element function panicked");
+                    }
+                })
+            }));
             let panicked = on_caller || helped.load(Ordering::SeqCst) > 0;
             assert_eq!(result.is_err(), panicked, "a panic was lost or made up");
             assert_eq!(
@@ -468,6 +470,14 @@ mod tests {
                 "a helper outlived the call"
             );
         }
+    }
+
+    /// The crate's pool gives a large op a thread per core: its workers and the caller.
+    #[cfg(not(feature = "rayon"))]
+    #[test]
+    fn the_pool_offers_a_thread_per_core() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(available_threads(), cores);
     }
 
     /// Each setting reads back as it was set, the global one and the per-call one.

@@ -122,7 +122,7 @@ const _: () = assert!(SLAB_BYTES % (8 * 8) == 0);
 struct Line([u8; 64]);
 
 /// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
-/// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page
+/// to call (the pool's threads live on), so a staging walk does not pay for a fresh buffer's page
 /// faults: at most a slab of a tile's width per staged operand, per thread. `None`, having run
 /// nothing, when the buffer cannot be allocated (the caller then reads in place: slower, never
 /// an abort).

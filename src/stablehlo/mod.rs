@@ -1530,7 +1530,7 @@ impl Program {
         );
         // The operand's dims in the order they sit in the output, then back to its own order.
         let mut order: Vec<usize> = (0..operand.len()).collect();
-        order.sort_by_key(|&i| dims[i]);
+        order.sort_unstable_by_key(|&i| dims[i]);
         let sorted: Vec<usize> = order.iter().map(|&i| operand[i]).collect();
         let mut cur_shape = kept;
         if cur_shape != sorted {
