@@ -289,7 +289,8 @@ macro_rules! walks {
 walks!(2, 3, 4);
 
 /// Walks the output `out` and `kernel`'s inputs: the plan, then blocks of contiguous ranges of
-/// it (a walk of at most two merged dims is one block), split across threads when large; `fresh` when the output was just allocated, and `log` its log ([`fresh::fill`]).
+/// it (a walk of at most two merged dims is one block), split across threads when large.
+/// `fresh` when the output was just allocated, and `log` its log ([`fresh::fill`]).
 ///
 /// # Safety
 /// `out` addresses, at every index of its shape, a distinct slot of the kernel's output type
