@@ -24,6 +24,11 @@ pub(crate) type Task = Box<dyn FnOnce() + Send>;
 /// How long a worker that ran out of tasks looks for another before it sleeps.
 const POLL: Duration = Duration::from_micros(100);
 
+/// The most tasks the queue holds. Helpers are optional: a queue this long means the workers
+/// are busy (or gone, in a forked child), and a helper that started that late would find its
+/// loop closed; past it, a task is dropped unrun, so the queue never grows without bound.
+const QUEUE_MAX: usize = 64;
+
 /// Workers, and the queue they take tasks from.
 pub(crate) struct Pool {
     queue: Arc<Queue>,
@@ -68,9 +73,12 @@ impl Pool {
         Pool { queue, workers }
     }
 
-    /// Queues `task` for the next free worker.
+    /// Queues `task` for the next free worker, or drops it unrun when [`QUEUE_MAX`] are waiting.
     pub(crate) fn spawn(&self, task: Task) {
         let mut state = self.queue.lock();
+        if state.tasks.len() >= QUEUE_MAX {
+            return;
+        }
         state.tasks.push_back(task);
         self.queue.queued.fetch_add(1, Ordering::Release);
         if state.asleep > 0 {
@@ -159,5 +167,22 @@ mod tests {
             );
             std::thread::sleep(POLL);
         }
+    }
+
+    /// With no worker to drain it (none started, or a forked child's), the queue stops at
+    /// [`QUEUE_MAX`], and a loop offered to it runs whole on the caller.
+    #[test]
+    fn a_queue_nobody_drains_stays_bounded() {
+        let pool = Pool::start(0);
+        assert_eq!(pool.threads(), 1);
+        for _ in 0..3 * QUEUE_MAX {
+            pool.spawn(Box::new(|| unreachable!("no worker runs it")));
+        }
+        assert_eq!(pool.queue.lock().tasks.len(), QUEUE_MAX);
+        let ran = std::sync::atomic::AtomicUsize::new(0);
+        crate::engine::parallel::for_each_index_on(&|t| pool.spawn(t), 100, 2, &|_| {
+            ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(ran.into_inner(), 100);
     }
 }

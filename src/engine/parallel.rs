@@ -202,7 +202,7 @@ pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + S
 }
 
 /// [`for_each_index`] with helpers handed to `spawn`.
-fn for_each_index_on(
+pub(crate) fn for_each_index_on(
     spawn: &dyn Fn(Task),
     n: usize,
     pieces: usize,
