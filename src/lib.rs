@@ -40,8 +40,8 @@
 //! | [`error`] | [`BroadcastError`] |
 //!
 //! Every op runs through one kernel engine (dim merging, loop order from the strides,
-//! vectorisable inner loops, staged transposes, a thread pool above [`PARALLEL_THRESHOLD_BYTES`],
-//! controlled by [`Parallelism`]).
+//! vectorisable inner loops, staged transposes, Rayon's pool above [`PARALLEL_THRESHOLD_BYTES`]
+//! with the default `rayon` feature, controlled by [`Parallelism`]).
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -55,7 +55,6 @@ pub mod layout;
 pub mod numpy;
 pub mod ops;
 pub mod paddle;
-mod pool;
 pub mod reduce;
 pub mod shape;
 pub mod stablehlo;

@@ -284,3 +284,24 @@ fn long_chains_of_wide_ops_split_into_loops() {
     p.output(v).unwrap();
     check("long chain", &p, &inputs);
 }
+
+/// A compiled chain of rank 33 (past any fixed-size table of dims) gives `run`'s results.
+#[test]
+fn high_rank_chains_compile() {
+    let mut rng = Rng(33);
+    let mut shape = vec![1usize; 33];
+    shape[0] = 3;
+    shape[32] = 2;
+    let mut p = Program::new("rank33");
+    let x = p.parameter::<f32>(&shape);
+    let y = p.parameter::<f32>(&shape);
+    let e = p.exp(x).unwrap();
+    let s = p.add(e, y, &[]).unwrap();
+    let t = p.tanh(s).unwrap();
+    p.output(t).unwrap();
+    let inputs = [
+        tensor(&mut rng, &shape, false),
+        tensor(&mut rng, &shape, true),
+    ];
+    check("rank33", &p, &inputs);
+}

@@ -53,10 +53,10 @@ struct Line([u8; 64]);
 pub(crate) unsafe fn run(shape: &[usize], chain: &Chain<'_>) {
     let n_ops = chain.operands.len();
     assert!(n_ops <= MAX_OPERANDS, "at most {MAX_OPERANDS} operands");
-    let zeros = [0isize; 32];
+    let zeros = vec![0isize; shape.len()];
     let strides: [&[isize]; MAX_OPERANDS] = std::array::from_fn(|k| match chain.operands.get(k) {
         Some(o) => &o.strides[..],
-        None => &zeros[..shape.len()],
+        None => &zeros[..],
     });
     // The written operands decide the loop order: they are walked in memory order.
     let mut priority = [0; MAX_OPERANDS];
@@ -77,8 +77,12 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &Chain<'_>) {
     let inner = plan.inner_strides();
     parallel::split(plan.len, pieces, 64, &|range| {
         let mut buffers = vec![MaybeUninit::<Line>::uninit(); lines * chain.sizes.len()];
+        // Every register's pointer derived from one pointer to the buffers: a second
+        // `as_mut_ptr` would invalidate those taken before it.
+        let base = buffers.as_mut_ptr();
+        // SAFETY: register `r`'s lines are within the buffers.
         let buf: Vec<*mut u8> = (0..chain.sizes.len())
-            .map(|r| buffers[r * lines..].as_mut_ptr().cast())
+            .map(|r| unsafe { base.add(r * lines) }.cast())
             .collect();
         let mut at = vec![std::ptr::null_mut::<u8>(); chain.sizes.len()];
         // A broadcast input's buffer holds a chunk of one element: filled again only when the

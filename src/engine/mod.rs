@@ -8,7 +8,7 @@
 //!                  caller's array: one run, no plan; otherwise `walk` over the caller's array
 //! walk          -> Plan: drop size-1 dims, order dims by the written array's strides, merge
 //!                  contiguous dims; a small walk of at most two dims is one block, a large one
-//!                  is split in contiguous ranges over the pool's threads ([`parallel`])
+//!                  is split in contiguous ranges over Rayon's threads ([`parallel`])
 //! block         -> an input read across the block's rows is staged ([`stage`]), then the kernel
 //!                  runs each run of the inner loop: slices for unit strides, a scalar for stride 0
 //! ```

@@ -1,13 +1,11 @@
 //! Explicit, controllable parallelism: serial below a size threshold; above it the calling
-//! thread works and pool threads join while work remains; a global setting or a per-call
-//! override forces serial execution or caps the threads. The pool is the crate's own
-//! ([`crate::pool`]) or, with the `rayon` feature, the current Rayon pool.
+//! thread works and threads of Rayon's current pool (the default `rayon` feature) join it in a
+//! scope that holds the borrows; a global setting or a per-call override forces serial
+//! execution or caps the threads, helpers included. Without the feature every op is serial.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
-
-use crate::pool::Task;
 
 /// How the engine may split an operation across threads.
 ///
@@ -29,10 +27,10 @@ use crate::pool::Task;
 pub enum Parallelism {
     /// Always run on the calling thread.
     Serial,
-    /// Let pool threads help with large operations (the default): the calling thread starts
-    /// the work, and a pool thread that is free joins it, so a busy pool costs a large
-    /// operation one task hand-off, never a wait. The pool is the crate's own (a thread per
-    /// core but one, asleep while idle) or, with the `rayon` feature, the current Rayon pool.
+    /// Let threads of Rayon's current pool help with large operations (the default): the
+    /// calling thread starts the work and pool threads join it while work remains. Called
+    /// from inside a pool (a `par_iter`, `ThreadPool::install`), an op uses that pool and no
+    /// other thread. Without the `rayon` feature, operations run serially.
     #[default]
     Auto,
     /// Split large operations over at most this many threads, the caller's included;
@@ -48,10 +46,8 @@ pub enum Parallelism {
 
 /// Operations that stream fewer bytes than this (the output and each input read in full; a
 /// broadcast input's repeats hit the cache) run on the calling thread without offering work to
-/// the pool. Above it, whether a pool thread helps is decided at run time by whether one is
-/// free before the work is done (see [`Parallelism`]); the threshold only keeps the cost of
-/// the offer, one task hand-off, under a tenth of the work, and leaves alone the sizes where a
-/// helper seldom arrives in time to pay for it (the figures are in `BENCHMARKS.md`).
+/// the pool. The threshold keeps the cost of the offer (Rayon's task hand-off) under a tenth
+/// of the work (the figures are in `BENCHMARKS.md`).
 ///
 /// ```
 /// assert_eq!(xla_bcast::PARALLEL_THRESHOLD_BYTES, 768 << 10);
@@ -132,26 +128,18 @@ pub(crate) fn pieces(bytes: usize) -> usize {
     cap.max(1)
 }
 
-/// Threads the pool gives one operation, the caller's included.
+/// Threads Rayon's current pool gives one operation, the caller's included; 1 without the
+/// `rayon` feature (every op serial).
 fn available_threads() -> usize {
     #[cfg(feature = "rayon")]
     return rayon_core::current_num_threads();
     #[cfg(not(feature = "rayon"))]
-    return crate::pool::global().threads();
-}
-
-/// Hands a helper task to the pool.
-fn spawn(task: Task) {
-    #[cfg(feature = "rayon")]
-    rayon_core::spawn(task);
-    #[cfg(not(feature = "rayon"))]
-    crate::pool::global().spawn(task);
+    return 1;
 }
 
 /// Runs `work(range)` over `0..len` cut into contiguous ranges, on this thread and on up to
-/// `pieces - 1` pool threads that arrive while ranges remain. Inner range boundaries are
-/// multiples of `align` (the engine passes 64 elements, so no two threads write the same cache
-/// line of a contiguous output).
+/// `pieces - 1` pool threads. Inner range boundaries are multiples of `align` (the engine
+/// passes 64 elements, so no two threads write the same cache line of a contiguous output).
 pub(crate) fn split(
     len: usize,
     pieces: usize,
@@ -162,7 +150,7 @@ pub(crate) fn split(
         work(0..len);
         return;
     }
-    // Several ranges per thread: a helper that arrives late still finds work, and the caller
+    // Several ranges per thread: a helper that starts late still finds work, and the caller
     // waits at most one range for a helper's last.
     let ranges = (pieces * RANGES_PER_THREAD).min(len.div_ceil(align.max(1)));
     for_each_index(ranges, pieces, &|i| work(share(len, ranges, align, i)));
@@ -184,38 +172,39 @@ pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::o
     bound(i)..bound(i + 1)
 }
 
-/// Runs `work(i)` for each `i` in `0..n`: on this thread, and on up to `pieces - 1` pool
-/// threads that arrive while indices remain.
-///
-/// The caller never waits for a helper to start (Rayon's `join` from outside the pool parks
-/// the caller until two pool threads wake, tens of microseconds on a VM, more than a 1 MiB op
-/// takes): it claims indices itself, and a helper that comes late, or not at all because its
-/// core is busy, finds none left. So whether an operation runs in parallel is decided by the
-/// measured fact of a free core, and a fork costs about one task hand-off when none is.
+/// Runs `work(i)` for each `i` in `0..n`: on this thread, and on up to `pieces - 1` threads of
+/// Rayon's current pool, in a `rayon_core::in_place_scope` (the scope holds the borrows: it
+/// returns only after every helper has run). The caller starts claiming at once, so a helper
+/// that starts late finds less to do, or nothing.
 ///
 /// The caller claims indices from the front and helpers from the back. Run again over the
 /// same operands, the threads meet near the same index and each finds its part of them in its
 /// own core's cache, where interleaved claims would scatter them over both cores
 /// (`BENCHMARKS.md`: 10-40% less time on `f32` ops of 256² to 768²).
+///
+/// The helpers run under the caller's [`Parallelism`], so an op they start splits as the
+/// caller's would. A panic in `work` stops every thread's claims; the first panic is resumed
+/// on the caller once all have left.
 pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + Sync)) {
-    for_each_index_on(&spawn, n, pieces, work)
-}
-
-/// [`for_each_index`] with helpers handed to `spawn`.
-pub(crate) fn for_each_index_on(
-    spawn: &dyn Fn(Task),
-    n: usize,
-    pieces: usize,
-    work: &(impl Fn(usize) + Sync),
-) {
     let helpers = pieces.min(n).saturating_sub(1);
     // The unclaimed indices, `front..back`, packed in one word so that a claim at either end
     // is one compare-and-swap. Past 32 bits (no caller splits that finely) the caller runs all.
-    let Ok(end) = u32::try_from(n) else {
-        return (0..n).for_each(work);
+    let end = match u32::try_from(n) {
+        Ok(end) if helpers > 0 => end,
+        _ => return (0..n).for_each(work),
     };
     let unclaimed = AtomicU64::new(u64::from(end) << 32);
     let claim = |from_back: bool| {
+        /// Closes the loop if `work` unwinds: the other threads stop claiming.
+        struct Stop<'a>(&'a AtomicU64);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        let _stop = Stop(&unclaimed);
         let mut now = unclaimed.load(Ordering::Relaxed);
         loop {
             let (front, back) = (now & u64::from(u32::MAX), now >> 32);
@@ -235,102 +224,53 @@ pub(crate) fn for_each_index_on(
             }
         }
     };
-    if helpers > 0 {
-        return help::with_helpers(spawn, helpers, &|| claim(false), &|| claim(true));
-    }
-    claim(false);
+    with_helpers(helpers, &|| claim(false), &|| claim(true));
 }
 
-/// Pool threads that join a loop the calling thread runs, while it runs.
-mod help {
-    use super::Task;
-    use std::any::Any;
+/// Runs `claim` here and `help` on up to `helpers` threads of Rayon's current pool, under the
+/// caller's [`Parallelism`]; returns once all have returned, then resumes the first panic.
+///
+/// Panics are caught here, never unwound into Rayon: a second panic's payload is dropped, and
+/// one whose `Drop` panics as well is leaked, so no payload can take down a pool thread.
+#[cfg(feature = "rayon")]
+fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync), help: &(dyn Fn() + Sync)) {
     use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
-
-    /// What the caller and its helpers share; it outlives the call (a helper may start after
-    /// the caller has returned).
-    struct Shared {
-        /// Bit 0: closed (the caller is done, late helpers must not start); the rest: twice the
-        /// number of helpers inside the loop.
-        state: AtomicUsize,
-        /// A helper's panic, resumed on the caller.
-        panic: Mutex<Option<Box<dyn Any + Send>>>,
-    }
-
-    const CLOSED: usize = 1;
-    const HELPER: usize = 2;
-
-    /// Runs `claim` (a loop that claims work until none is left) here and `help` (another such
-    /// loop over the same work) on up to `helpers` pool threads, handed to `spawn`, and returns
-    /// once every thread that entered has left; a panic in any of them is resumed here after
-    /// that (a task never unwinds into the pool).
-    pub(super) fn with_helpers(
-        spawn: &dyn Fn(Task),
-        helpers: usize,
-        claim: &(dyn Fn() + Sync),
-        help: &(dyn Fn() + Sync),
-    ) {
-        let shared = Arc::new(Shared {
-            state: AtomicUsize::new(0),
-            panic: Mutex::new(None),
-        });
-        // SAFETY: only the lifetime is erased. A helper calls the loop only after entering
-        // while the state is open, and the caller neither returns nor unwinds past `Close`
-        // until it has closed the state and every helper that entered has left.
-        let task: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(help) };
-        for _ in 0..helpers {
-            let shared = Arc::clone(&shared);
-            spawn(Box::new(move || {
-                let entered = shared.state.fetch_add(HELPER, Ordering::Acquire) & CLOSED == 0;
-                if entered {
-                    if let Err(p) = catch_unwind(AssertUnwindSafe(task)) {
-                        *shared.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+    let p = parallelism();
+    let first = std::sync::Mutex::new(None);
+    let guarded = |f: &(dyn Fn() + Sync)| {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+            let mut slot = first.lock().unwrap_or_else(|e| e.into_inner());
+            match *slot {
+                None => *slot = Some(payload),
+                Some(_) => {
+                    drop(slot);
+                    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+                        std::mem::forget(again);
                     }
-                }
-                // Release: the helper's writes happen before the caller sees it leave.
-                shared.state.fetch_sub(HELPER, Ordering::Release);
-            }));
-        }
-        /// Closes the state and waits for the helpers inside, also while a panic unwinds.
-        struct Close<'s>(&'s Shared);
-        impl Drop for Close<'_> {
-            fn drop(&mut self) {
-                let mut spins = 0u32;
-                let mut state = self.0.state.fetch_or(CLOSED, Ordering::Acquire);
-                while state >= HELPER {
-                    // A helper is finishing its last index: spin briefly, then yield the core
-                    // (it may be waiting for this one on a loaded machine).
-                    if spins < 1 << 12 {
-                        std::hint::spin_loop();
-                        spins += 1;
-                    } else {
-                        std::thread::yield_now();
-                    }
-                    state = self.0.state.load(Ordering::Acquire);
                 }
             }
         }
-        {
-            let _close = Close(&shared);
-            claim();
+    };
+    rayon_core::in_place_scope(|s| {
+        for _ in 0..helpers {
+            s.spawn(|_| with_parallelism(p, || guarded(help)));
         }
-        let panic = shared
-            .panic
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(p) = panic {
-            resume_unwind(p);
-        }
+        guarded(claim);
+    });
+    if let Some(payload) = first.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        resume_unwind(payload);
     }
+}
+
+/// Without Rayon there are no helpers: the caller runs every index.
+#[cfg(not(feature = "rayon"))]
+fn with_helpers(_: usize, claim: &(dyn Fn() + Sync), _: &(dyn Fn() + Sync)) {
+    claim();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::Pool;
 
     #[test]
     fn the_threshold_counts_bytes() {
@@ -369,57 +309,35 @@ mod tests {
         }
     }
 
-    /// A free pool thread joins a long loop; a busy pool leaves the whole loop to the caller,
-    /// which returns without waiting for it.
-    #[test]
-    fn helpers_join_when_free_and_never_hold_up_the_caller() {
-        use std::sync::{mpsc, Mutex};
-        use std::thread::{self, ThreadId};
-        use std::time::Duration;
-        let pool = Pool::start(1);
-        assert_eq!(pool.threads(), 2, "the test pool's worker did not start");
-        let threads_of = |busy: bool| {
-            let (release, wait) = mpsc::channel::<()>();
-            if busy {
-                // Occupy the pool's worker until the loop is over.
-                let (started, on_start) = mpsc::channel::<()>();
-                pool.spawn(Box::new(move || {
-                    started.send(()).unwrap();
-                    let _ = wait.recv();
-                }));
-                on_start.recv().unwrap();
-            }
-            let ran: Mutex<Vec<ThreadId>> = Mutex::new(vec![]);
-            for_each_index_on(&|t| pool.spawn(t), 16, 2, &|_| {
-                thread::sleep(Duration::from_millis(2));
-                ran.lock().unwrap().push(thread::current().id());
-            });
-            drop(release);
-            let ran = ran.into_inner().unwrap();
-            assert_eq!(ran.len(), 16);
-            ran.iter().filter(|&&t| t != thread::current().id()).count()
-        };
-        assert_eq!(threads_of(true), 0, "a busy pool thread took indices");
-        assert!(threads_of(false) > 0, "a free pool thread never joined");
+    /// A private pool of `threads`, so that these tests do not depend on the global one.
+    #[cfg(feature = "rayon")]
+    fn pool(threads: usize) -> rayon_core::ThreadPool {
+        rayon_core::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a test pool")
     }
 
     /// The caller's indices are a prefix of the loop and a helper's the rest: each thread
     /// keeps one end of the operands, so a repeated op finds its part in the same core's cache.
+    #[cfg(feature = "rayon")]
     #[test]
     fn the_caller_claims_the_front_and_helpers_the_back() {
         use std::sync::Mutex;
         use std::thread;
         use std::time::Duration;
-        let pool = Pool::start(1);
+        let pool = pool(2);
         let mut helped = false;
         // A helper may not arrive in time on a loaded machine: try a few loops.
         for _ in 0..5 {
             let ran = Mutex::new(vec![None; 16]);
-            for_each_index_on(&|t| pool.spawn(t), 16, 2, &|i| {
-                thread::sleep(Duration::from_millis(2));
-                ran.lock().unwrap()[i] = Some(thread::current().id());
+            let caller = pool.install(|| {
+                for_each_index(16, 2, &|i| {
+                    thread::sleep(Duration::from_millis(2));
+                    ran.lock().unwrap()[i] = Some(thread::current().id());
+                });
+                thread::current().id()
             });
-            let caller = thread::current().id();
             let by_caller: Vec<bool> = ran
                 .into_inner()
                 .unwrap()
@@ -438,30 +356,33 @@ mod tests {
     }
 
     /// A panic on a helper or on the caller reaches the caller, after every helper has left
-    /// the loop (it borrows the caller's stack); the pool's worker survives it.
+    /// the loop (it borrows the caller's stack); the pool survives it.
+    #[cfg(feature = "rayon")]
     #[test]
     fn panics_reach_the_caller_after_the_helpers_leave() {
         use std::panic::{catch_unwind, AssertUnwindSafe};
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::thread;
         use std::time::Duration;
-        let pool = Pool::start(1);
+        let pool = pool(2);
         for on_caller in [false, true, false] {
             let inside = AtomicUsize::new(0);
             let helped = AtomicUsize::new(0);
-            let caller = thread::current().id();
-            let result = catch_unwind(AssertUnwindSafe(|| {
-                for_each_index_on(&|t| pool.spawn(t), 64, 2, &|i| {
-                    inside.fetch_add(1, Ordering::SeqCst);
-                    thread::sleep(Duration::from_millis(1));
-                    let here = thread::current().id() == caller;
-                    helped.fetch_add(usize::from(!here), Ordering::SeqCst);
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                    if i >= 8 && here == on_caller {
-                        panic!("element function panicked");
-                    }
-                })
-            }));
+            let result = pool.install(|| {
+                let caller = thread::current().id();
+                catch_unwind(AssertUnwindSafe(|| {
+                    for_each_index(64, 2, &|i| {
+                        inside.fetch_add(1, Ordering::SeqCst);
+                        thread::sleep(Duration::from_millis(1));
+                        let here = thread::current().id() == caller;
+                        helped.fetch_add(usize::from(!here), Ordering::SeqCst);
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        if i >= 8 && here == on_caller {
+                            panic!("element function panicked");
+                        }
+                    })
+                }))
+            });
             let panicked = on_caller || helped.load(Ordering::SeqCst) > 0;
             assert_eq!(result.is_err(), panicked, "a panic was lost or made up");
             assert_eq!(
@@ -470,14 +391,74 @@ mod tests {
                 "a helper outlived the call"
             );
         }
+        assert_eq!(pool.install(|| 1 + 1), 2, "the pool did not survive");
     }
 
-    /// The crate's pool gives a large op a thread per core: its workers and the caller.
+    /// Panics whose payloads panic again when dropped, on several threads at once: the call
+    /// returns the first to the caller, and no pool thread unwinds or hangs.
+    #[cfg(feature = "rayon")]
+    #[test]
+    fn payloads_that_panic_on_drop_reach_the_caller() {
+        use std::panic::{catch_unwind, panic_any, AssertUnwindSafe};
+        use std::sync::Barrier;
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                if !std::thread::panicking() {
+                    panic!("a payload's drop panicked");
+                }
+            }
+        }
+        let pool = pool(4);
+        // Every thread that claims an index panics, once all have a claim.
+        let all_in = Barrier::new(4);
+        let result = pool.install(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                for_each_index(4, 4, &|_| {
+                    all_in.wait();
+                    panic_any(Bomb)
+                })
+            }))
+        });
+        let payload = result.expect_err("the panic was lost");
+        assert!(payload.is::<Bomb>());
+        std::mem::forget(payload);
+        assert_eq!(pool.install(|| 1 + 1), 2, "the pool did not survive");
+    }
+
+    /// A helper runs under the caller's parallelism, so what it starts splits as the caller's
+    /// would.
+    #[cfg(feature = "rayon")]
+    #[test]
+    fn helpers_run_under_the_callers_parallelism() {
+        use std::sync::Mutex;
+        use std::thread;
+        use std::time::Duration;
+        let pool = pool(2);
+        let seen = Mutex::new(vec![]);
+        pool.install(|| {
+            with_parallelism(Parallelism::Threads(7), || {
+                for_each_index(32, 2, &|_| {
+                    thread::sleep(Duration::from_millis(1));
+                    seen.lock()
+                        .unwrap()
+                        .push((thread::current().id(), parallelism()));
+                })
+            })
+        });
+        let seen = seen.into_inner().unwrap();
+        assert!(
+            seen.iter().all(|&(_, p)| p == Parallelism::Threads(7)),
+            "{seen:?}"
+        );
+    }
+
+    /// Without Rayon every op runs on the calling thread.
     #[cfg(not(feature = "rayon"))]
     #[test]
-    fn the_pool_offers_a_thread_per_core() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        assert_eq!(available_threads(), cores);
+    fn without_rayon_every_op_is_serial() {
+        assert_eq!(available_threads(), 1);
+        assert_eq!(pieces(64 << 20), 1);
     }
 
     /// Each setting reads back as it was set, the global one and the per-call one.

@@ -86,11 +86,14 @@ fn with_parts<const N: usize, R>(
         false => 0,
     });
     with_staging(lines.iter().sum(), |buffer| {
+        // One pointer to the buffer, from which every part is derived: a second `as_mut_ptr`
+        // would invalidate the parts taken before it.
+        let base = buffer.as_mut_ptr();
         let mut parts: [*mut Line; N] = [std::ptr::null_mut(); N];
         let mut at = 0;
         for k in 0..N {
             // SAFETY: the buffer holds the sum of the parts' lines.
-            parts[k] = unsafe { buffer.as_mut_ptr().add(at) };
+            parts[k] = unsafe { base.add(at) };
             at += lines[k];
         }
         f(parts)
@@ -119,14 +122,14 @@ const _: () = assert!(SLAB_BYTES % (8 * 8) == 0);
 /// row at the padded pitch (whole lines), so wide accesses to them do not straddle two lines.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line([u8; 64]);
+pub(super) struct Line([u8; 64]);
 
 /// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
-/// to call (the pool's threads live on), so a staging walk does not pay for a fresh buffer's page
+/// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page
 /// faults: at most a slab of a tile's width per staged operand, per thread. `None`, having run
 /// nothing, when the buffer cannot be allocated (the caller then reads in place: slower, never
 /// an abort).
-fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> {
+pub(super) fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> {
     thread_local! {
         static STAGING: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
     }

@@ -201,14 +201,16 @@ pub(crate) unsafe fn run3<A: Clone, F: Elementwise<A, 3>>(p: [*mut u8; 4], n: us
 }
 
 /// Stand-ins for the element types of each size: copies and selects move bits, so one kernel
-/// serves every type of a size (`[u64; 2]` for 16 bytes: aligned as `Complex<f64>` is).
+/// serves every type of a size. A stand-in's alignment is the least of its size's types (8
+/// bytes: `[u32; 2]`, as `Complex<f32>` is aligned to 4; 16 bytes: `[u64; 2]`, as
+/// `Complex<f64>`), so no element is read at an alignment it does not have.
 macro_rules! by_size {
     ($size:expr, $kernel:ident) => {
         match $size {
             1 => Some($kernel::<u8> as _),
             2 => Some($kernel::<u16> as _),
             4 => Some($kernel::<u32> as _),
-            8 => Some($kernel::<u64> as _),
+            8 => Some($kernel::<[u32; 2]> as _),
             16 => Some($kernel::<[u64; 2]> as _),
             _ => None,
         }
@@ -397,7 +399,7 @@ impl<const N: usize> BlockKernel<N> for TableKernel<'_, N> {
 ///
 /// # Safety
 /// Every element read is initialised and every element written valid for a write, each aligned
-/// for its size's stand-in; the two do not overlap.
+/// for its size's stand-in (those of `by_size!`); the two do not overlap.
 #[inline(never)]
 pub(super) unsafe fn copy_strided(
     src: *const u8,
@@ -441,7 +443,7 @@ pub(super) unsafe fn copy_strided(
             1 => copy::<u8>(src, from, dst, to, n),
             2 => copy::<u16>(src, from, dst, to, n),
             4 => copy::<u32>(src, from, dst, to, n),
-            8 => copy::<u64>(src, from, dst, to, n),
+            8 => copy::<[u32; 2]>(src, from, dst, to, n),
             16 => copy::<[u64; 2]>(src, from, dst, to, n),
             _ => unreachable!("table kernels take elements of 1 to 16 bytes"),
         }
