@@ -389,24 +389,21 @@ macro_rules! float {
         impl XlaOrd for $t {
             #[inline(always)]
             fn xla_max(self, rhs: Self) -> Self {
-                // NaN wins; on equal values prefer +0.0 over -0.0.
-                if self.is_nan() || rhs.is_nan() {
-                    self + rhs
-                } else if self > rhs || (self == rhs && rhs.is_sign_negative()) {
-                    self
-                } else {
-                    rhs
-                }
+                // NaN wins; on equal values +0.0 over -0.0 (equal values have equal bits but
+                // for the zeros, whose AND is +0.0 if either is). Selects only, no branch, so
+                // folds and loops vectorise.
+                let larger = if self > rhs { self } else { rhs };
+                let equal = <$t>::from_bits(self.to_bits() & rhs.to_bits());
+                let m = if self == rhs { equal } else { larger };
+                if self.is_nan() || rhs.is_nan() { self + rhs } else { m }
             }
             #[inline(always)]
             fn xla_min(self, rhs: Self) -> Self {
-                if self.is_nan() || rhs.is_nan() {
-                    self + rhs
-                } else if self < rhs || (self == rhs && self.is_sign_negative()) {
-                    self
-                } else {
-                    rhs
-                }
+                // As `xla_max`: on equal values -0.0 over +0.0 (the OR of their bits).
+                let smaller = if self < rhs { self } else { rhs };
+                let equal = <$t>::from_bits(self.to_bits() | rhs.to_bits());
+                let m = if self == rhs { equal } else { smaller };
+                if self.is_nan() || rhs.is_nan() { self + rhs } else { m }
             }
             fn xla_lowest() -> Self { <$t>::NEG_INFINITY }
             fn xla_highest() -> Self { <$t>::INFINITY }

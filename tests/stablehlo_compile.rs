@@ -305,3 +305,96 @@ fn high_rank_chains_compile() {
     ];
     check("rank33", &p, &inputs);
 }
+
+/// Normalisation over the last dim of `shape`, with its per-row statistics as outputs too:
+/// `(x - mean) * rsqrt(var + eps)`, `mean`, `rsqrt(var + eps)`.
+fn norm_with_stats(shape: &[usize]) -> Program {
+    let rank = shape.len();
+    let outer: Vec<usize> = (0..rank - 1).collect();
+    let mut p = Program::new("norm_with_stats");
+    let x = p.parameter::<f32>(shape);
+    let count = p.constant(shape[rank - 1] as f32);
+    let sum = p.reduce_sum(x, &[rank - 1]).unwrap();
+    let mean = p.div(sum, count, &[]).unwrap();
+    let xc = p.sub(x, mean, &outer).unwrap();
+    let sq = p.mul(xc, xc, &[]).unwrap();
+    let ss = p.reduce_sum(sq, &[rank - 1]).unwrap();
+    let var = p.div(ss, count, &[]).unwrap();
+    let eps = p.constant(1e-5f32);
+    let ve = p.add(var, eps, &[]).unwrap();
+    let rstd = p.rsqrt(ve).unwrap();
+    let y = p.mul(xc, rstd, &outer).unwrap();
+    p.output(y).unwrap();
+    p.output(mean).unwrap();
+    p.output(rstd).unwrap();
+    p
+}
+
+/// Reductions over the last dim run with the nodes around them a tile of rows at a time, and
+/// give `run`'s bits: rows shorter and longer than a fold's lanes, one row, rank 1 to 3, tiles
+/// split over threads, per-row outputs, integers; in F order (a reduction that would read
+/// strided rows) node by node.
+#[test]
+fn row_chains_match_run() {
+    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    for shape in [
+        &[1usize, 1][..],
+        &[1, 7],
+        &[5, 1],
+        &[3, 5],
+        &[4, 33],
+        &[7],
+        &[300],
+        &[2, 3, 17],
+        &[8, 16, 40],
+        &[256, 1024],
+    ] {
+        let p = norm_with_stats(shape);
+        let exe = check(
+            &format!("norm {shape:?}"),
+            &p,
+            &[tensor(&mut rng, shape, false)],
+        );
+        assert!(
+            format!("{exe:?}").contains("Rows"),
+            "{shape:?}: no row chain"
+        );
+        if shape.len() > 1 {
+            check(
+                &format!("norm F {shape:?}"),
+                &p,
+                &[tensor(&mut rng, shape, true)],
+            );
+        }
+    }
+    // Integers: a row's max subtracted, and the max kept.
+    let (m, n) = (9, 70);
+    let mut p = Program::new("int_rows");
+    let x = p.parameter::<i32>(&[m, n]);
+    let mx = p.reduce_max(x, &[1]).unwrap();
+    let d = p.sub(x, mx, &[0]).unwrap();
+    let one = p.constant(1i32);
+    let mx1 = p.add(mx, one, &[]).unwrap();
+    p.output(d).unwrap();
+    p.output(mx1).unwrap();
+    let values: Vec<i32> = (0..m * n).map(|_| rng.below(1000) as i32 - 500).collect();
+    let xi = Tensor::from(ArrayD::from_shape_vec(IxDyn(&[m, n]), values).unwrap());
+    let exe = check("int_rows", &p, &[xi]);
+    assert!(format!("{exe:?}").contains("Rows"));
+    // A softmax over the last dim of the layer-norm output: two row chains' worth of
+    // reductions in one.
+    let mut p = layer_norm(6, 50);
+    let y = *p.outputs().last().unwrap();
+    let mx = p.reduce_max(y, &[1]).unwrap();
+    let d = p.sub(y, mx, &[0]).unwrap();
+    let e = p.exp(d).unwrap();
+    let s = p.reduce_sum(e, &[1]).unwrap();
+    let sm = p.div(e, s, &[0]).unwrap();
+    p.output(sm).unwrap();
+    let inputs = [
+        tensor(&mut rng, &[6, 50], false),
+        tensor(&mut rng, &[50], false),
+        tensor(&mut rng, &[50], false),
+    ];
+    check("layer_norm softmax", &p, &inputs);
+}

@@ -28,6 +28,7 @@ mod operand;
 pub(crate) mod parallel;
 mod plan;
 pub(crate) mod reduce;
+pub(crate) mod rows;
 mod stage;
 mod stream;
 pub(crate) mod table;

@@ -251,16 +251,37 @@ fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync), help: &(dyn Fn() + Sy
             }
         }
     };
+    let left = std::sync::atomic::AtomicUsize::new(0);
     rayon_core::in_place_scope(|s| {
         for _ in 0..helpers {
-            s.spawn(|_| with_parallelism(p, || guarded(help)));
+            s.spawn(|_| {
+                with_parallelism(p, || guarded(help));
+                left.fetch_add(1, Ordering::Release);
+            });
         }
         guarded(claim);
+        // The scope's own wait blocks on a lock, and a caller woken from it comes back tens of
+        // microseconds later on a VM (as long as a 1 MiB op takes): wait for the helpers here
+        // first, for at most `HELPER_WAIT`, so that the scope finds them done.
+        let since = std::time::Instant::now();
+        let mut spins = 0u32;
+        while left.load(Ordering::Acquire) < helpers {
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 && since.elapsed() > HELPER_WAIT {
+                break;
+            }
+            std::hint::spin_loop();
+        }
     });
     if let Some(payload) = first.into_inner().unwrap_or_else(|e| e.into_inner()) {
         resume_unwind(payload);
     }
 }
+
+/// How long a caller that has run out of work waits for its helpers to leave, spinning,
+/// before it blocks in the scope.
+#[cfg(feature = "rayon")]
+const HELPER_WAIT: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Without Rayon there are no helpers: the caller runs every index.
 #[cfg(not(feature = "rayon"))]

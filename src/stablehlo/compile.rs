@@ -15,6 +15,8 @@ use std::sync::Mutex;
 use super::eval::{eval, mismatch};
 use super::{Direction, ElementType, Op, Program, Reduction, Tensor, Unwritten, Value};
 use crate::engine::fused::{self, Chain, Step, MAX_OPERANDS};
+use crate::engine::reduce::FoldFn;
+use crate::engine::rows;
 use crate::engine::table::{self, Kernel};
 use crate::engine::Strides;
 use crate::engine::{Operand, SlotInfo};
@@ -122,6 +124,65 @@ enum Stage {
     Node(usize),
     /// A fused loop.
     Group(Group),
+    /// A chain with reductions over the last dim, run a tile of rows at a time.
+    Rows(Rows),
+}
+
+/// A row chain over `shape` (its last dim the rows'): the members are at `shape` (full) or at
+/// `shape` without its last dim (per row). Registers `0..inputs.len()` read the inputs (a value
+/// placed by dims at `shape`, or per row at the outer shape), the next `outputs.len()` are the
+/// members written to arrays, the rest the members kept in the tile's buffers.
+#[derive(Debug, Clone)]
+struct Rows {
+    shape: Vec<usize>,
+    members: Vec<usize>,
+    /// For each member, its operands and the dims that place them at its shape.
+    reads: Vec<Placements>,
+    inputs: Vec<RowInput>,
+    outputs: Vec<usize>,
+    /// As [`Group::direct`].
+    direct: Vec<Option<usize>>,
+    per_row: Vec<bool>,
+    sizes: Vec<usize>,
+    steps: Vec<RowStep>,
+}
+
+/// A value read by a row chain: placed by `dims` at the chain's shape, or per row at its outer
+/// shape.
+#[derive(Debug, Clone, PartialEq)]
+struct RowInput {
+    value: usize,
+    dims: Vec<usize>,
+    per_row: bool,
+}
+
+/// One step of a row chain, as compiled: a table kernel, or a reduction's fold from its
+/// identity (a rank-0 tensor).
+#[derive(Debug, Clone)]
+enum RowStep {
+    Map {
+        kernel: Kernel,
+        out: usize,
+        args: [usize; 3],
+    },
+    Fold {
+        run: FoldFn,
+        identity: Tensor,
+        out: usize,
+        src: usize,
+    },
+}
+
+/// Operands, each with the dims that place it at its reader's shape.
+type Placements = Vec<(Value, Vec<usize>)>;
+
+/// A row chain while the program is read.
+struct RowBuild {
+    shape: Vec<usize>,
+    /// Its first member: every value it reads from outside comes before it.
+    first: usize,
+    members: Vec<usize>,
+    folds: usize,
 }
 
 /// A fused loop over `shape`: registers `0..inputs.len()` read the inputs (a value placed at
@@ -198,18 +259,40 @@ impl Program {
             });
         }
         let n = self.nodes.len();
+        let row_builds = self.row_chains();
+        let mut row_of: Vec<Option<usize>> = vec![None; n];
+        for (r, b) in row_builds.iter().enumerate() {
+            for &m in &b.members {
+                row_of[m] = Some(r);
+            }
+        }
         let mut group_of: Vec<Option<usize>> = vec![None; n];
         let mut groups: Vec<Building> = Vec::new();
-        // Stages in order: a node, or a group by its index in `groups`.
-        let mut order: Vec<Result<usize, usize>> = Vec::new();
-        let close =
-            |g: usize, groups: &mut Vec<Building>, order: &mut Vec<Result<usize, usize>>| {
-                if groups[g].open {
-                    groups[g].open = false;
-                    order.push(Err(g));
-                }
-            };
+        // Stages in order: a node, a group by its index in `groups`, or a row chain by its
+        // index in `row_builds`.
+        let mut order: Vec<Result<usize, Result<usize, usize>>> = Vec::new();
+        type Order = Vec<Result<usize, Result<usize, usize>>>;
+        let close = |g: usize, groups: &mut Vec<Building>, order: &mut Order| {
+            if groups[g].open {
+                groups[g].open = false;
+                order.push(Err(Ok(g)));
+            }
+        };
         for (i, node) in self.nodes.iter().enumerate() {
+            if let Some(r) = row_of[i] {
+                // A row chain runs where its first member stands, after the groups it reads.
+                if row_builds[r].first == i {
+                    for &m in &row_builds[r].members {
+                        for v in self.nodes[m].op.operands().into_iter().flatten() {
+                            if let Some(g) = group_of[v.index] {
+                                close(g, &mut groups, &mut order);
+                            }
+                        }
+                    }
+                    order.push(Err(Err(r)));
+                }
+                continue;
+            }
             let operands = node.op.operands();
             if !fusible(&node.op) {
                 // A reduction reads its operand as an array: its group closes before it.
@@ -283,68 +366,57 @@ impl Program {
                 if group_of[v.index].is_some() && group_of[v.index] != group_of[i] {
                     needed[v.index] = true;
                 }
+                if row_of[v.index].is_some() && row_of[v.index] != row_of[i] {
+                    needed[v.index] = true;
+                }
             }
         }
         let mut stages = Vec::with_capacity(order.len());
         for stage in order {
             stages.push(match stage {
                 Ok(i) => Stage::Node(i),
-                Err(g) => {
+                Err(Ok(g)) => {
                     Stage::Group(self.group(&groups[g].members, &groups[g].shape, &needed)?)
                 }
+                Err(Err(r)) => Stage::Rows(self.rows(&row_builds[r], &needed)?),
             });
         }
         // Members written straight into the caller's arrays by `run_into`: outputs once, read
         // by no later stage.
-        let read_later = |m: usize| {
-            stages.iter().any(|s| match s {
-                Stage::Group(g) => g.inputs.iter().any(|&(v, _)| v == m),
-                Stage::Node(i) => self.nodes[*i]
-                    .op
-                    .operands()
-                    .into_iter()
-                    .flatten()
-                    .any(|v| v.index == m),
-            })
+        let read_later = |m: usize| stages.iter().any(|s| self.stage_reads(s).contains(&m));
+        let direct_of = |outputs: &[usize]| -> Vec<Option<usize>> {
+            outputs
+                .iter()
+                .map(|&m| {
+                    let mut slots = self
+                        .outputs
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, v)| v.index == m);
+                    let (k, _) = slots.next()?;
+                    (slots.next().is_none() && !read_later(m)).then_some(k)
+                })
+                .collect()
         };
         let direct: Vec<Vec<Option<usize>>> = stages
             .iter()
             .map(|stage| match stage {
-                Stage::Group(g) => g
-                    .outputs
-                    .iter()
-                    .map(|&m| {
-                        let mut slots = self
-                            .outputs
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, v)| v.index == m);
-                        let (k, _) = slots.next()?;
-                        (slots.next().is_none() && !read_later(m)).then_some(k)
-                    })
-                    .collect(),
+                Stage::Group(g) => direct_of(&g.outputs),
+                Stage::Rows(r) => direct_of(&r.outputs),
                 Stage::Node(_) => Vec::new(),
             })
             .collect();
         for (stage, d) in stages.iter_mut().zip(direct) {
-            if let Stage::Group(g) = stage {
-                g.direct = d;
+            match stage {
+                Stage::Group(g) => g.direct = d,
+                Stage::Rows(r) => r.direct = d,
+                Stage::Node(_) => {}
             }
         }
         // The last stage that reads each value.
         let mut last: Vec<Option<usize>> = vec![None; n];
         for (s, stage) in stages.iter().enumerate() {
-            let reads: Vec<usize> = match stage {
-                Stage::Node(i) => self.nodes[*i]
-                    .op
-                    .operands()
-                    .into_iter()
-                    .flatten()
-                    .map(|v| v.index)
-                    .collect(),
-                Stage::Group(g) => g.inputs.iter().map(|&(v, _)| v).collect(),
-            };
-            for v in reads {
+            for v in self.stage_reads(stage) {
                 last[v] = Some(s);
             }
         }
@@ -364,6 +436,225 @@ impl Program {
         })
     }
 
+    /// The values a stage reads from outside it.
+    fn stage_reads(&self, stage: &Stage) -> Vec<usize> {
+        match stage {
+            Stage::Node(i) => self.nodes[*i]
+                .op
+                .operands()
+                .into_iter()
+                .flatten()
+                .map(|v| v.index)
+                .collect(),
+            Stage::Group(g) => g.inputs.iter().map(|&(v, _)| v).collect(),
+            Stage::Rows(r) => r.inputs.iter().map(|input| input.value).collect(),
+        }
+    }
+
+    /// The row shape that node `i` starts a row chain of (a reduction over the last dim, or an
+    /// elementwise node of rank 1 or more), and its operands with the dims that place them:
+    /// `None` for a node no row chain takes.
+    fn row_node(&self, i: usize) -> Option<(Vec<usize>, Placements)> {
+        let node = &self.nodes[i];
+        match &node.op {
+            Op::Reduce { op, x, axes } => {
+                let shape = &self.nodes[x.index].shape;
+                let rows = !shape.is_empty() && axes[..] == [shape.len() - 1];
+                let folds = kernels_of(self.nodes[x.index].ty)
+                    .fold_kernel(*op)
+                    .is_some();
+                let dims = iota(shape.len()).to_vec();
+                (rows && folds).then(|| (shape.clone(), vec![(*x, dims)]))
+            }
+            op if fusible(op) && !node.shape.is_empty() => {
+                Some((node.shape.clone(), self.placements(i).ok()?))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether node `i`, reading `reads`, joins row chain `b` (number `g`; `chain_of` gives
+    /// each node's chain so far): a reduction of a full value over the last dim, an elementwise
+    /// node at the full shape (reading members at it, or per-row members along its rows), or
+    /// one per row (reading per-row members); every other value it reads comes before the
+    /// chain's first member.
+    fn joins(
+        &self,
+        i: usize,
+        reads: &Placements,
+        b: &RowBuild,
+        g: usize,
+        chain_of: &[Option<usize>],
+    ) -> bool {
+        let node = &self.nodes[i];
+        let rank = b.shape.len();
+        let full = node.shape == b.shape;
+        let per_row = node.shape[..] == b.shape[..rank - 1];
+        let member = |v: &Value| chain_of[v.index] == Some(g);
+        let before = |v: &Value| {
+            v.index < b.first || matches!(self.nodes[v.index].op, Op::Parameter | Op::Constant(_))
+        };
+        let dims_ok = |v: &Value, dims: &[usize]| {
+            let v_full = self.nodes[v.index].shape == b.shape;
+            match (full, v_full) {
+                (true, true) => dims == iota(rank).as_slice(),
+                (_, false) => dims == iota(rank - 1).as_slice(),
+                (false, true) => false,
+            }
+        };
+        let placed_ok = reads.iter().all(|(v, dims)| match member(v) {
+            true => dims_ok(v, dims),
+            false => before(v),
+        });
+        match &node.op {
+            Op::Reduce { .. } => {
+                let (x, _) = &reads[0];
+                per_row && self.nodes[x.index].shape == b.shape && (member(x) || before(x))
+            }
+            _ => (full || (per_row && reads.iter().any(|(v, _)| member(v)))) && placed_ok,
+        }
+    }
+
+    /// The program's row chains: reductions over the last dim with the elementwise nodes
+    /// around them, each run a tile of rows at a time. A node joins the latest chain that
+    /// holds one of its operands and takes it, else the latest that takes it, else starts one;
+    /// chains without a reduction are left to the fused loops.
+    fn row_chains(&self) -> Vec<RowBuild> {
+        let mut chain_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
+        let mut chains: Vec<RowBuild> = Vec::new();
+        for i in 0..self.nodes.len() {
+            let Some((shape, reads)) = self.row_node(i) else {
+                continue;
+            };
+            let mut order: Vec<usize> = reads
+                .iter()
+                .filter_map(|(v, _)| chain_of[v.index])
+                .collect();
+            order.sort_unstable_by(|a, b| b.cmp(a));
+            order.extend((0..chains.len()).rev());
+            let found = order
+                .into_iter()
+                .find(|&g| self.joins(i, &reads, &chains[g], g, &chain_of));
+            let g = match found {
+                Some(g) => g,
+                None => {
+                    chains.push(RowBuild {
+                        shape,
+                        first: i,
+                        members: Vec::new(),
+                        folds: 0,
+                    });
+                    let g = chains.len() - 1;
+                    if !self.joins(i, &reads, &chains[g], g, &chain_of) {
+                        chains.pop();
+                        continue;
+                    }
+                    g
+                }
+            };
+            chains[g].members.push(i);
+            chains[g].folds += usize::from(matches!(self.nodes[i].op, Op::Reduce { .. }));
+            chain_of[i] = Some(g);
+        }
+        chains.retain(|c| c.folds > 0);
+        chains
+    }
+
+    /// The row chain of `b`, writing the members `needed` says to arrays.
+    fn rows(&self, b: &RowBuild, needed: &[bool]) -> Result<Rows> {
+        let rank = b.shape.len();
+        let size = |ty: ElementType| kernels_of(ty).element_size();
+        let is_member = |v: usize| b.members.contains(&v);
+        let full = |v: usize| self.nodes[v].shape == b.shape;
+        let mut inputs: Vec<RowInput> = Vec::new();
+        let mut reads = Vec::with_capacity(b.members.len());
+        // A node reads its inputs at its own level; a reduction reads a full value.
+        let reads_per_row = |i: usize| !full(i) && !matches!(self.nodes[i].op, Op::Reduce { .. });
+        for &i in &b.members {
+            let read = match &self.nodes[i].op {
+                Op::Reduce { x, .. } => vec![(*x, iota(rank).to_vec())],
+                _ => self.placements(i)?,
+            };
+            for (v, dims) in &read {
+                let input = RowInput {
+                    value: v.index,
+                    dims: dims.clone(),
+                    per_row: reads_per_row(i),
+                };
+                if !is_member(v.index) && !inputs.contains(&input) {
+                    inputs.push(input);
+                }
+            }
+            reads.push(read);
+        }
+        let outputs: Vec<usize> = b.members.iter().copied().filter(|&m| needed[m]).collect();
+        let temps: Vec<usize> = b.members.iter().copied().filter(|&m| !needed[m]).collect();
+        let base = inputs.len();
+        let register_of = |m: usize| match outputs.iter().position(|&o| o == m) {
+            Some(k) => base + k,
+            None => base + outputs.len() + temps.iter().position(|&t| t == m).expect("a member"),
+        };
+        let mut per_row: Vec<bool> = inputs.iter().map(|input| input.per_row).collect();
+        let mut sizes: Vec<usize> = inputs
+            .iter()
+            .map(|input| size(self.nodes[input.value].ty))
+            .collect();
+        for &m in outputs.iter().chain(&temps) {
+            per_row.push(!full(m));
+            sizes.push(size(self.nodes[m].ty));
+        }
+        let mut steps = Vec::with_capacity(b.members.len());
+        for (&i, read) in b.members.iter().zip(&reads) {
+            let reg: Vec<usize> = read
+                .iter()
+                .map(|(v, dims)| match is_member(v.index) {
+                    true => register_of(v.index),
+                    false => {
+                        let input = RowInput {
+                            value: v.index,
+                            dims: dims.clone(),
+                            per_row: reads_per_row(i),
+                        };
+                        inputs.iter().position(|w| *w == input).expect("an input")
+                    }
+                })
+                .collect();
+            steps.push(match &self.nodes[i].op {
+                Op::Reduce { op, x, .. } => {
+                    let ty = self.nodes[x.index].ty;
+                    let name = self.op_name(i);
+                    RowStep::Fold {
+                        run: kernels_of(ty)
+                            .fold_kernel(*op)
+                            .ok_or_else(|| mismatch(name))?,
+                        identity: Tensor::identity(ty, *op).ok_or_else(|| mismatch(name))?,
+                        out: register_of(i),
+                        src: reg[0],
+                    }
+                }
+                _ => {
+                    let (kernel, args) = self.kernel_of(i, &reg)?;
+                    RowStep::Map {
+                        kernel,
+                        out: register_of(i),
+                        args,
+                    }
+                }
+            });
+        }
+        Ok(Rows {
+            shape: b.shape.clone(),
+            members: b.members.clone(),
+            reads,
+            inputs,
+            direct: vec![None; outputs.len()],
+            outputs,
+            per_row,
+            sizes,
+            steps,
+        })
+    }
+
     /// The fused loop of `members` (node indices, in order) over `shape`, writing the members
     /// `needed` says to arrays.
     fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Group> {
@@ -374,39 +665,15 @@ impl Program {
         let mut reads: Vec<Vec<(Value, Option<Vec<usize>>)>> = Vec::new();
         for &i in members {
             let node = &self.nodes[i];
-            let own = |v: &Value| Some(iota(self.nodes[v.index].shape.len()).to_vec());
-            let placed: Vec<(Value, Option<Vec<usize>>)> = match &node.op {
-                Op::Binary { lhs, rhs, dims, .. } | Op::Compare { lhs, rhs, dims, .. } => {
-                    let name = self.op_name(i);
-                    let (l, r) = (&self.nodes[lhs.index].shape, &self.nodes[rhs.index].shape);
-                    let plan = binary_plan(name, l, r, dims)?;
-                    vec![
-                        (*lhs, Some(plan.lhs_dims.to_vec())),
-                        (*rhs, Some(plan.rhs_dims.to_vec())),
-                    ]
-                }
-                Op::BroadcastInDim { x, dims } => vec![(*x, Some(dims.clone()))],
-                Op::Select {
-                    pred,
-                    on_true,
-                    on_false,
-                } => {
-                    vec![
-                        (*pred, own(pred)),
-                        (*on_true, own(on_true)),
-                        (*on_false, own(on_false)),
-                    ]
-                }
-                Op::Clamp { min, x, max } => vec![(*x, own(x)), (*min, own(min)), (*max, own(max))],
-                Op::Unary { x, .. } | Op::Convert { x } => vec![(*x, own(x))],
-                _ => unreachable!("only elementwise nodes join a group"),
-            };
-            let placed: Vec<_> = placed
+            // Members are read as registers (broadcast_in_dim reads its operand through a view:
+            // never a register).
+            let placed: Vec<(Value, Option<Vec<usize>>)> = self
+                .placements(i)?
                 .into_iter()
                 .map(|(v, dims)| {
                     match is_member(&v) && !matches!(node.op, Op::BroadcastInDim { .. }) {
                         true => (v, None),
-                        false => (v, dims),
+                        false => (v, Some(dims)),
                     }
                 })
                 .collect();
@@ -438,7 +705,6 @@ impl Program {
         );
         let mut steps = Vec::with_capacity(members.len());
         for (&i, placed) in members.iter().zip(&reads) {
-            let node = &self.nodes[i];
             let reg: Vec<usize> = placed
                 .iter()
                 .map(|(v, dims)| match dims {
@@ -449,55 +715,7 @@ impl Program {
                         .expect("an input"),
                 })
                 .collect();
-            let ty_of = |k: usize| self.nodes[placed[k].0.index].ty;
-            let name = self.op_name(i);
-            let (kernel, args): (Kernel, [usize; 3]) = match &node.op {
-                Op::Binary { op, .. } => {
-                    let run = kernels_of(ty_of(0))
-                        .binary_kernel(*op)
-                        .ok_or_else(|| mismatch(name))?;
-                    (run.into(), [reg[0], reg[1], 0])
-                }
-                Op::Compare { dir, .. } => {
-                    // `a > b` is `b < a`, and `a >= b` is `b <= a`, as `Program::run` does.
-                    let (dir, a, b) = match dir {
-                        Direction::Gt => (Direction::Lt, reg[1], reg[0]),
-                        Direction::Ge => (Direction::Le, reg[1], reg[0]),
-                        dir => (*dir, reg[0], reg[1]),
-                    };
-                    let run = kernels_of(ty_of(0))
-                        .compare_kernel(dir)
-                        .ok_or_else(|| mismatch(name))?;
-                    (run.into(), [a, b, 0])
-                }
-                Op::Select { .. } => {
-                    let run = table::select(size(node.ty)).ok_or_else(|| mismatch(name))?;
-                    (run.into(), [reg[0], reg[1], reg[2]])
-                }
-                Op::Clamp { .. } => {
-                    let run = kernels_of(node.ty)
-                        .clamp_kernel()
-                        .ok_or_else(|| mismatch(name))?;
-                    (run.into(), [reg[0], reg[1], reg[2]])
-                }
-                Op::Unary { op, .. } => {
-                    let run = kernels_of(ty_of(0))
-                        .unary_kernel(*op)
-                        .ok_or_else(|| mismatch(name))?;
-                    (run.into(), [reg[0], 0, 0])
-                }
-                Op::Convert { .. } => {
-                    let run = kernels_of(ty_of(0))
-                        .convert_kernel(node.ty)
-                        .ok_or_else(|| mismatch(name))?;
-                    (run.into(), [reg[0], 0, 0])
-                }
-                Op::BroadcastInDim { .. } => {
-                    let run = table::copy(size(node.ty)).ok_or_else(|| mismatch(name))?;
-                    (run.into(), [reg[0], 0, 0])
-                }
-                _ => unreachable!("only elementwise nodes join a group"),
-            };
+            let (kernel, args) = self.kernel_of(i, &reg)?;
             steps.push(Step {
                 kernel,
                 out: register_of(i),
@@ -550,6 +768,90 @@ impl Program {
             outputs,
             sizes,
             steps,
+        })
+    }
+
+    /// Each operand of elementwise node `i`, with the dims that place it at the node's shape.
+    fn placements(&self, i: usize) -> Result<Placements> {
+        let node = &self.nodes[i];
+        let own = |v: &Value| (*v, iota(self.nodes[v.index].shape.len()).to_vec());
+        Ok(match &node.op {
+            Op::Binary { lhs, rhs, dims, .. } | Op::Compare { lhs, rhs, dims, .. } => {
+                let (l, r) = (&self.nodes[lhs.index].shape, &self.nodes[rhs.index].shape);
+                let plan = binary_plan(self.op_name(i), l, r, dims)?;
+                vec![
+                    (*lhs, plan.lhs_dims.to_vec()),
+                    (*rhs, plan.rhs_dims.to_vec()),
+                ]
+            }
+            Op::BroadcastInDim { x, dims } => vec![(*x, dims.clone())],
+            Op::Select {
+                pred,
+                on_true,
+                on_false,
+            } => vec![own(pred), own(on_true), own(on_false)],
+            Op::Clamp { min, x, max } => vec![own(x), own(min), own(max)],
+            Op::Unary { x, .. } | Op::Convert { x } => vec![own(x)],
+            _ => unreachable!("only elementwise nodes are placed"),
+        })
+    }
+
+    /// The table kernel of elementwise node `i` and its arguments, its operands (in
+    /// [`Program::placements`]' order) being registers `reg`.
+    fn kernel_of(&self, i: usize, reg: &[usize]) -> Result<(Kernel, [usize; 3])> {
+        let node = &self.nodes[i];
+        let ty_of = |k: usize| {
+            let v = node.op.operands()[k].expect("an operand");
+            self.nodes[v.index].ty
+        };
+        let size = |ty: ElementType| kernels_of(ty).element_size();
+        let name = self.op_name(i);
+        Ok(match &node.op {
+            Op::Binary { op, .. } => {
+                let run = kernels_of(ty_of(0))
+                    .binary_kernel(*op)
+                    .ok_or_else(|| mismatch(name))?;
+                (run.into(), [reg[0], reg[1], 0])
+            }
+            Op::Compare { dir, .. } => {
+                // `a > b` is `b < a`, and `a >= b` is `b <= a`, as `Program::run` does.
+                let (dir, a, b) = match dir {
+                    Direction::Gt => (Direction::Lt, reg[1], reg[0]),
+                    Direction::Ge => (Direction::Le, reg[1], reg[0]),
+                    dir => (*dir, reg[0], reg[1]),
+                };
+                let run = kernels_of(ty_of(0))
+                    .compare_kernel(dir)
+                    .ok_or_else(|| mismatch(name))?;
+                (run.into(), [a, b, 0])
+            }
+            Op::Select { .. } => {
+                let run = table::select(size(node.ty)).ok_or_else(|| mismatch(name))?;
+                (run.into(), [reg[0], reg[1], reg[2]])
+            }
+            Op::Clamp { .. } => {
+                let run = kernels_of(node.ty)
+                    .clamp_kernel()
+                    .ok_or_else(|| mismatch(name))?;
+                (run.into(), [reg[0], reg[1], reg[2]])
+            }
+            Op::Unary { op, .. } => {
+                let run = kernels_of(ty_of(0))
+                    .unary_kernel(*op)
+                    .ok_or_else(|| mismatch(name))?;
+                (run.into(), [reg[0], 0, 0])
+            }
+            Op::Convert { .. } => {
+                let run = kernels_of(ty_of(0))
+                    .convert_kernel(node.ty)
+                    .ok_or_else(|| mismatch(name))?;
+                (run.into(), [reg[0], 0, 0])
+            }
+            Op::BroadcastInDim { .. } => {
+                let run = table::copy(size(node.ty)).ok_or_else(|| mismatch(name))?;
+                (run.into(), [reg[0], 0, 0])
+            }
+            _ => unreachable!("only elementwise nodes have a kernel"),
         })
     }
 
@@ -684,6 +986,7 @@ impl Executable {
                     let out = eval(&program.nodes[*i], &get)?;
                     values[*i] = Some(Cow::Owned(out));
                 }
+                Stage::Rows(r) => self.run_rows(r, &mut values, direct)?,
                 Stage::Group(g) => {
                     let mut placed: Vec<Operand<'_>> = Vec::with_capacity(g.sizes.len());
                     for (v, dims) in &g.inputs {
@@ -791,5 +1094,136 @@ impl Executable {
             }
         }
         Ok(values)
+    }
+    /// Runs row chain `r`: a tile of rows at a time when each of its reductions reads rows that
+    /// `Program::run` would find contiguous in memory (so that they fold in its order), else
+    /// node by node as `Program::run` does. Its outputs in `direct` are written there.
+    fn run_rows<'t>(
+        &'t self,
+        r: &Rows,
+        values: &mut [Option<Cow<'t, Tensor>>],
+        direct: &mut [Tensor],
+    ) -> Result<()> {
+        let program = &self.program;
+        let rank = r.shape.len();
+        let (outer, n) = (&r.shape[..rank - 1], r.shape[rank - 1]);
+        let value = |v: usize| &**values[v].as_ref().expect("values are made in order");
+        // Each member's layout in `Program::run` (from its operands' layouts).
+        let mut layout: Vec<Strides> = Vec::with_capacity(r.members.len());
+        for (k, &i) in r.members.iter().enumerate() {
+            let node = &program.nodes[i];
+            let placed: Vec<Strides> = match node.op {
+                Op::Reduce { .. } => vec![smallvec::smallvec![0; node.shape.len()]],
+                _ => r.reads[k]
+                    .iter()
+                    .map(|(v, dims)| {
+                        let own = match r.members.iter().position(|&m| m == v.index) {
+                            Some(j) => layout[j].clone(),
+                            None => value(v.index).strides().iter().copied().collect(),
+                        };
+                        let shape = &program.nodes[v.index].shape;
+                        crate::view::place_strides(shape, &own, &node.shape, dims)
+                    })
+                    .collect(),
+            };
+            let placed: Vec<&[isize]> = placed.iter().map(|s| &s[..]).collect();
+            layout.push(crate::engine::strides_like(&node.shape, &placed));
+        }
+        let contiguous = |v: usize| match r.members.iter().position(|&m| m == v) {
+            Some(j) => layout[j][rank - 1] == 1,
+            None => value(v).strides()[rank - 1] == 1,
+        };
+        let by_rows = r.shape.iter().all(|&d| d > 0)
+            && r.members.iter().zip(&r.reads).all(|(&i, read)| {
+                !matches!(program.nodes[i].op, Op::Reduce { .. })
+                    || n == 1
+                    || contiguous(read[0].0.index)
+            });
+        if !by_rows {
+            for &i in &r.members {
+                let get =
+                    |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
+                let out = eval(&program.nodes[i], &get)?;
+                values[i] = Some(Cow::Owned(out));
+            }
+            return Ok(());
+        }
+        let has_direct = !direct.is_empty();
+        let mut fresh: Vec<(usize, Member)> = Vec::new();
+        for (k, &m) in r.outputs.iter().enumerate() {
+            if !has_direct || r.direct[k].is_none() {
+                let own = &layout[r.members.iter().position(|&x| x == m).expect("a member")];
+                let (ty, shape) = (program.nodes[m].ty, &program.nodes[m].shape);
+                let member = match self.scratch.take(ty, shape, own) {
+                    Some(t) => Member::Kept(t),
+                    None => Member::Fresh(Unwritten::new(ty, "run", shape, &[own])?),
+                };
+                fresh.push((m, member));
+            }
+        }
+        {
+            let mut operands: Vec<Operand<'_>> = Vec::with_capacity(r.sizes.len());
+            for input in &r.inputs {
+                let at = if input.per_row { outer } else { &r.shape[..] };
+                operands.push(value(input.value).placed("run", at, &input.dims)?);
+            }
+            let mut fresh_iter = fresh.iter_mut();
+            let mut slots: Vec<Option<&mut Tensor>> = direct.iter_mut().map(Some).collect();
+            for k in 0..r.outputs.len() {
+                operands.push(match r.direct[k].filter(|_| has_direct) {
+                    Some(d) => slots[d].take().expect("one member per output").output(),
+                    None => match &mut fresh_iter.next().expect("allocated").1 {
+                        Member::Fresh(t) => t.operand(),
+                        Member::Kept(t) => t.output(),
+                    },
+                });
+            }
+            let written: Vec<bool> = (0..operands.len()).map(|k| k >= r.inputs.len()).collect();
+            let steps: Vec<rows::RowStep> = r
+                .steps
+                .iter()
+                .map(|st| match st {
+                    RowStep::Map { kernel, out, args } => rows::RowStep::Map {
+                        kernel: *kernel,
+                        out: *out,
+                        args: *args,
+                    },
+                    RowStep::Fold {
+                        run,
+                        identity,
+                        out,
+                        src,
+                    } => rows::RowStep::Fold {
+                        run: *run,
+                        identity: identity.first_element(),
+                        out: *out,
+                        src: *src,
+                    },
+                })
+                .collect();
+            let chain = rows::RowChain {
+                operands: &operands,
+                written: &written,
+                per_row: &r.per_row,
+                sizes: &r.sizes,
+                steps: &steps,
+            };
+            // SAFETY: the kernels and folds were chosen for their registers' types
+            // (`Program::rows`), each fold's identity a rank-0 tensor of its type; each step
+            // reads inputs or earlier steps' registers and each member is written by its one
+            // step; the outputs are fresh arrays or the caller's (borrowed mutably, distinct
+            // from the inputs) of their members' shapes; the inputs are placed at the chain's
+            // shape or, per row, at its outer shape, which has no dim of size 0.
+            unsafe { rows::run(&r.shape, &chain) };
+        }
+        for (m, t) in fresh {
+            let t = match t {
+                // SAFETY: the row chain wrote every element of each output.
+                Member::Fresh(t) => unsafe { t.assume_init() },
+                Member::Kept(t) => t,
+            };
+            values[m] = Some(Cow::Owned(t));
+        }
+        Ok(())
     }
 }

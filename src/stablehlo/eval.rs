@@ -551,8 +551,10 @@ macro_rules! floats {
                 match r {
                     Reduction::Sum => Some(table_fold::<$t, elem::Add>),
                     Reduction::Prod => Some(table_fold_plain::<$t, elem::Mul>),
-                    Reduction::Max => Some(table_fold_plain::<$t, elem::Max>),
-                    Reduction::Min => Some(table_fold_plain::<$t, elem::Min>),
+                    // Max and min in lanes, as sums: their values do not depend on the order
+                    // (NaN wins, +0.0 over -0.0), and a row folds 16 at a time.
+                    Reduction::Max => Some(table_fold::<$t, elem::Max>),
+                    Reduction::Min => Some(table_fold::<$t, elem::Min>),
                     Reduction::And | Reduction::Or => None,
                 }
             }

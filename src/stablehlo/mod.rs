@@ -182,6 +182,13 @@ macro_rules! tensor_types {
                 }
             }
 
+            /// A pointer to its first element (a rank-0 tensor's one element).
+            fn first_element(&self) -> *const u8 {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => a.as_ptr().cast(),)*
+                }
+            }
+
             /// The bytes of one element.
             fn element_size(&self) -> usize {
                 match self {
