@@ -178,6 +178,57 @@ fn main() {
         println!("one_op {size} direct {direct:.4}");
         println!("one_op {size} direct_into {direct_into:.4}");
     }
+    // Real models' shapes: normalisation and softmax over the last dim of 3-D and 2-D
+    // activations.
+    for shape in [vec![8usize, 512, 1024], vec![4096, 1024]] {
+        let size = shape
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("x");
+        let n = *shape.last().expect("rank 1 or more");
+        let elements: usize = shape.iter().product();
+        let calls = 11;
+        let cases = [
+            (
+                "layer_norm",
+                workloads::layer_norm_of(&shape),
+                vec![shape.clone(), vec![n], vec![n]],
+            ),
+            (
+                "softmax_last",
+                workloads::softmax_last_of(&shape),
+                vec![shape.clone()],
+            ),
+        ];
+        for (name, p, shapes) in cases {
+            let inputs: Vec<Tensor> = shapes
+                .iter()
+                .enumerate()
+                .map(|(k, s)| input(s, k as u32))
+                .collect();
+            let exe = p.compile().expect("compiles");
+            let mut outs = exe.run(&inputs).expect("runs");
+            let fused = median(calls, &mut || {
+                drop(black_box(exe.run(&inputs).expect("runs")))
+            });
+            let into = median(calls, &mut || {
+                exe.run_into(&inputs, &mut outs).expect("runs")
+            });
+            println!("{name} {size} executable {fused:.4}");
+            println!("{name} {size} executable_into {into:.4}");
+            texts.push(serde_json::json!({
+                "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
+            }));
+        }
+        let x = ndarray::Array1::from_shape_fn(elements, |i| (i % 2000) as f32 * 0.004 - 4.0);
+        let mut copy = ndarray::Array1::<f32>::zeros(elements);
+        let pass = median(calls, &mut || {
+            Zip::from(&mut copy).and(&x).par_for_each(|o, &v| *o = v);
+        });
+        println!("layer_norm {size} floor {pass:.4}");
+        println!("softmax_last {size} floor {pass:.4}");
+    }
     if let Some(path) = modules {
         std::fs::write(&path, serde_json::to_string(&texts).expect("json")).expect("writable");
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a one-line dependent pays to build: a one-file program calling `add_bcast` and
-# `mul_bcast`, built from a fresh target directory against this checkout, beside the same
-# program written on ndarray alone, in one run. Prints wall seconds, CPU seconds (user + sys of
+# `mul_bcast`, built from a fresh target directory against this checkout (default features:
+# Rayon included), beside the same program written on ndarray with its `rayon` feature, in one
+# run. Prints wall seconds, CPU seconds (user + sys of
 # cargo and every rustc) and the peak resident memory of the largest process (rustc), for
 # release and debug builds, and the ratios. The two builds alternate for `rounds` rounds
 # (default 3) and the medians are printed: on a shared VM one build swings by 10%.
@@ -42,7 +43,7 @@ name = "on-ndarray"
 version = "0.0.0"
 edition = "2021"
 [dependencies]
-ndarray = "0.17"
+ndarray = { version = "0.17", features = ["rayon"] }
 EOF
 cat >"$work/alone/src/main.rs" <<'EOF'
 use ndarray::{Array1, Array2, Axis};
@@ -82,7 +83,7 @@ for profile in release debug; do
     col() { cut -d' ' -f"$2" "$work/$1.txt" | median; }
     aw=$(col alone 1) ac=$(col alone 2) am=$(col alone 3)
     xw=$(col with 1) xc=$(col with 2) xm=$(col with 3)
-    echo "$profile (medians of $rounds): ndarray alone ${aw} s wall, ${ac} s CPU, peak ${am} GiB;" \
+    echo "$profile (medians of $rounds): ndarray with rayon ${aw} s wall, ${ac} s CPU, peak ${am} GiB;" \
         "with xla_bcast ${xw} s wall, ${xc} s CPU, peak ${xm} GiB;" \
         "$(awk -v a="$aw" -v x="$xw" -v c="$ac" -v d="$xc" 'BEGIN { printf "%.1fx wall, %.2fx CPU", x / a, d / c }')"
     echo "  CPU s, alone: $(cut -d' ' -f2 "$work/alone.txt" | tr '\n' ' ')with: $(cut -d' ' -f2 "$work/with.txt" | tr '\n' ' ')"

@@ -38,7 +38,9 @@ try:
 except ImportError:
     jax = None
 
-SIZES = [(512, 512, 41), (4096, 4096, 7)]
+# (size label, calls): the two square sizes of every workload, then real models' shapes
+# (normalisation and softmax over the last dim).
+SIZES = [("512x512", 41), ("4096x4096", 7), ("8x512x1024", 11), ("4096x1024", 11)]
 
 
 def median_ms(calls, f):
@@ -74,14 +76,14 @@ def numpy_systems(name, xs):
     elif name == "layer_norm":
         x, g, b = xs
         def f():
-            mu = x.mean(axis=1, keepdims=True)
+            mu = x.mean(axis=-1, keepdims=True)
             xc = x - mu
-            var = (xc * xc).mean(axis=1, keepdims=True)
+            var = (xc * xc).mean(axis=-1, keepdims=True)
             return xc / np.sqrt(var + np.float32(1e-5)) * g + b
         s.append(("numpy", f))
     elif name.startswith("softmax"):
         (x,) = xs
-        axis = 1 if name == "softmax_last" else 0
+        axis = -1 if name == "softmax_last" else 0
         out = np.empty_like(x)
         def f():
             e = np.exp(x - x.max(axis=axis, keepdims=True))
@@ -129,8 +131,7 @@ def numpy_systems(name, xs):
 
 def python_round(modules, xla):
     got = {}
-    for m, n, calls in SIZES:
-        size = f"{m}x{n}"
+    for size, calls in SIZES:
         for mod in modules:
             if mod["size"] != size:
                 continue
@@ -179,7 +180,8 @@ def main(rounds):
         for part in parts:
             merged.update(part())
         samples.append(merged)
-    keys = sorted(samples[0], key=lambda k: (k[1] != "512x512", k[0], k[2]))
+    order = [label for label, _ in SIZES]
+    keys = sorted(samples[0], key=lambda k: (order.index(k[1]), k[0], k[2]))
     med = {k: statistics.median(s[k] for s in samples if k in s) for k in keys}
     print(f"f32, medians of {rounds} interleaved rounds, ms; numpy {np.__version__}"
           + (f", numexpr {ne.__version__} (2 threads)" if ne else "")

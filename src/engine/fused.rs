@@ -10,6 +10,7 @@ use std::mem::MaybeUninit;
 use super::operand::{self, Operand};
 use super::parallel;
 use super::plan::Plan;
+use super::stage::Line;
 use super::table::{copy_strided, Kernel};
 
 /// The most operands (inputs and outputs) one fused loop reads and writes.
@@ -36,11 +37,6 @@ pub(crate) struct Chain<'a> {
     pub sizes: &'a [usize],
     pub steps: &'a [Step],
 }
-
-/// A buffer line, aligned for any element.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([u8; 64]);
 
 /// Runs `chain` over `shape`, the operands seen at it.
 ///

@@ -84,6 +84,18 @@ pub(crate) fn strides_like(shape: &[usize], strides: &[&[isize]]) -> operand::St
     out
 }
 
+/// Runs `f` with every walk and row chain, however small, writing its outputs with
+/// non-temporal stores (for tests of the streamed roads on small arrays).
+#[cfg(test)]
+pub(crate) fn with_streaming<R>(f: impl FnOnce() -> R) -> R {
+    use std::sync::atomic::Ordering;
+    let _held = stream::tests_lock();
+    stream::STREAM_MIN.store(0, Ordering::Relaxed);
+    let r = f();
+    stream::STREAM_MIN.store(stream::STREAM_MIN_BYTES, Ordering::Relaxed);
+    r
+}
+
 /// How a fresh result is laid out.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fresh {

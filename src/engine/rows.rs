@@ -17,6 +17,7 @@ use super::operand::{self, Operand};
 use super::parallel;
 use super::reduce::FoldFn;
 use super::stage::{self, Line};
+use super::stream;
 use super::table::{copy_strided, Kernel};
 
 /// Bytes of the widest register's tile: rows are taken together until a register holds this
@@ -111,18 +112,25 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
             .iter()
             .all(|&s| s == 0)
     };
+    let refs: Vec<&Operand<'_>> = chain.operands.iter().collect();
+    let traffic = operand::traffic(m.saturating_mul(n), &refs);
+    // A large chain's contiguous outputs are computed in the tile's buffer and copied out
+    // with non-temporal stores ([`stream`]): no read of the lines they overwrite.
+    let streamed = stream::may_stream(traffic);
+    let contiguous = |k: usize| last(k) == Some(1) || (n == 1 && last(k).is_some());
+    let stream_out: Vec<bool> = (0..n_ops)
+        .map(|k| streamed && chain.written[k] && contiguous(k))
+        .collect();
     let loc: Vec<Loc> = (0..regs)
         .map(|r| {
             let full = r < n_ops && last(r).is_some();
-            match full && (last(r) == Some(1) || n == 1) {
+            match full && contiguous(r) && !stream_out[r] {
                 true => Loc::InPlace,
                 false if full && !chain.written[r] && same_rows(r) => Loc::Once,
                 false => Loc::Buf,
             }
         })
         .collect();
-    let refs: Vec<&Operand<'_>> = chain.operands.iter().collect();
-    let traffic = operand::traffic(m.saturating_mul(n), &refs);
     let pieces = parallel::pieces(traffic);
     parallel::split(m, pieces, rows, &|range| {
         let work = |buffer: &mut [Line]| {
@@ -150,8 +158,27 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
             while at < range.end {
                 let count = rows.min(range.end - at);
                 // SAFETY: as the caller promised of the chain; the buffers are this thread's.
-                unsafe { tile(chain, n, outer, at, count, &loc, &buf, splat, &mut offs) };
+                unsafe {
+                    tile(
+                        chain,
+                        n,
+                        outer,
+                        at,
+                        count,
+                        &loc,
+                        &stream_out,
+                        &buf,
+                        splat,
+                        &mut offs,
+                    )
+                };
                 at += count;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if streamed {
+                // SAFETY: a store fence has no preconditions; it orders this thread's
+                // non-temporal stores before the end of its part of the chain.
+                unsafe { std::arch::x86_64::_mm_sfence() };
             }
         };
         if stage::with_staging(total, work).is_none() {
@@ -176,7 +203,8 @@ fn row_offset(outer: &[usize], strides: &[isize], mut row: usize) -> isize {
 /// Runs the chain over rows `first..first + count`.
 ///
 /// # Safety
-/// As [`run`]; `buf` and `splat` are this thread's, each register's room for `count` rows of
+/// As [`run`]; `stream_out[k]` only for a contiguous full output kept in its buffer (the caller
+/// fences the streamed stores); `buf` and `splat` are this thread's, each register's room for `count` rows of
 /// its kind and each splat for `n` of the widest elements; `offs` has room for `count` rows of
 /// every operand.
 #[allow(clippy::too_many_arguments)]
@@ -187,6 +215,7 @@ unsafe fn tile(
     first: usize,
     count: usize,
     loc: &[Loc],
+    stream_out: &[bool],
     buf: &[*mut u8],
     splat: [*mut u8; 3],
     offs: &mut [isize],
@@ -315,6 +344,9 @@ unsafe fn tile(
                 let to = o.at(offs[row * n_ops + k]);
                 match chain.per_row[k] {
                     true => copy_strided(row_ptr(k, row), 0, to, 0, 1, o.size),
+                    false if stream_out[k] => {
+                        stream::copy_streaming(row_ptr(k, row), to, n * o.size)
+                    }
                     false => {
                         let s = o.strides[rank - 1] * z(k);
                         copy_strided(row_ptr(k, row), z(k), to, s, n, o.size)

@@ -118,11 +118,12 @@ fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) ->
 }
 const _: () = assert!(SLAB_BYTES % (8 * 8) == 0);
 
-/// A cache line of the staging buffer: each part starts on a line, and so does every staged
-/// row at the padded pitch (whole lines), so wide accesses to them do not straddle two lines.
+/// A cache line: the unit of the engine's buffers (staging, gathering, fused and row chains),
+/// aligned for any element. Each staged part starts on a line, and so does every staged row at
+/// the padded pitch (whole lines), so wide accesses to them do not straddle two lines.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-pub(super) struct Line([u8; 64]);
+pub(super) struct Line(pub(super) [u8; 64]);
 
 /// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
 /// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page

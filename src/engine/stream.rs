@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::fresh::{call_logged, FreshLog};
 use super::kernel::{self, Block, BlockKernel, SlotInfo};
 use super::operand::Operand;
+use super::stage::Line;
 
 /// The least traffic (bytes streamed by a walk: its output and every input read in full) for
 /// which an output is written with non-temporal stores: half again a 32 MiB last-level cache.
@@ -109,11 +110,6 @@ impl<'l> Write<'l> {
     }
 }
 
-/// A cache line of the output buffer.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([u8; 64]);
-
 /// Runs `block` piece by piece into a buffer of [`BUFFER_BYTES`], copying each piece out with
 /// non-temporal stores, then fences them so that they are visible before the walk's end is.
 ///
@@ -196,7 +192,7 @@ unsafe fn streamed<const N: usize>(
 /// `src` and `dst` are valid for `bytes` bytes and do not overlap; the caller fences the
 /// non-temporal stores before another thread may read them.
 #[inline(always)]
-unsafe fn copy_streaming(src: *const u8, dst: *mut u8, bytes: usize) {
+pub(super) unsafe fn copy_streaming(src: *const u8, dst: *mut u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx") {
@@ -265,7 +261,7 @@ mod x86 {
 
 /// Held by the tests that read or lower [`STREAM_MIN`].
 #[cfg(test)]
-fn tests_lock() -> std::sync::MutexGuard<'static, ()> {
+pub(super) fn tests_lock() -> std::sync::MutexGuard<'static, ()> {
     static THRESHOLD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     THRESHOLD.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -21,6 +21,7 @@ use ndarray::{Array, IxDyn};
 use super::kernel::{Block, BlockKernel, SlotInfo};
 use super::operand::Operand;
 use super::plan::output_order;
+use super::stage::Line;
 use super::{alloc, Engine, Walk};
 use crate::error::Result;
 
@@ -288,10 +289,6 @@ pub(crate) fn select(size: usize) -> Option<Run<4>> {
 /// 16-byte elements, a few KiB of the usual ones, so a piece's buffers stay in L1.
 pub(super) const PIECE: usize = 512;
 
-/// A buffer for one operand's piece, aligned for any element.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([u8; 64]);
 const PIECE_LINES: usize = PIECE * 16 / 64;
 
 /// A table kernel as the walk sees it: `run` over the inputs `inputs` (operands `1..N`), into

@@ -1227,3 +1227,56 @@ impl Executable {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::ArrayD;
+
+    /// A softmax over the last dim of `shape`, and the row max as a second output.
+    fn softmax(shape: &[usize]) -> Program {
+        let last = shape.len() - 1;
+        let outer: Vec<usize> = (0..last).collect();
+        let mut p = Program::new("softmax");
+        let x = p.parameter::<f32>(shape);
+        let mx = p.reduce_max(x, &[last]).unwrap();
+        let d = p.sub(x, mx, &outer).unwrap();
+        let e = p.exp(d).unwrap();
+        let s = p.reduce_sum(e, &[last]).unwrap();
+        let y = p.div(e, s, &outer).unwrap();
+        p.output(y).unwrap();
+        p.output(mx).unwrap();
+        p
+    }
+
+    /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer)
+    /// gives `Program::run`'s results, allocating and into the caller's arrays.
+    #[test]
+    fn streamed_row_chains_match_run() {
+        for shape in [&[6usize, 40][..], &[5, 3, 33], &[9, 1]] {
+            let p = softmax(shape);
+            let n: usize = shape.iter().product();
+            let values: Vec<f32> = (0..n)
+                .map(|i| ((i * 37) % 23) as f32 * 0.25 - 2.0)
+                .collect();
+            let x = Tensor::from(ArrayD::from_shape_vec(shape, values).unwrap());
+            let inputs = [x];
+            let want = p.run(&inputs).unwrap();
+            let exe = p.compile().unwrap();
+            assert!(exe.stages.iter().any(|s| matches!(s, Stage::Rows(_))));
+            let (got, into) = crate::engine::with_streaming(|| {
+                let got = exe.run(&inputs).unwrap();
+                let mut into = want.clone();
+                for t in &mut into {
+                    if let Tensor::F32(a) = t {
+                        a.fill(0.0);
+                    }
+                }
+                exe.run_into(&inputs, &mut into).unwrap();
+                (got, into)
+            });
+            assert_eq!(got, want, "{shape:?}");
+            assert_eq!(into, want, "{shape:?} into");
+        }
+    }
+}

@@ -16,23 +16,30 @@ pub fn bias_relu(m: usize, n: usize) -> Program {
 
 /// Layer norm over the last dim, statistics in the program, `(C,)` gamma and beta.
 pub fn layer_norm(m: usize, n: usize) -> Program {
+    layer_norm_of(&[m, n])
+}
+
+/// Layer norm over the last dim of `shape` (rank 1 or more), gamma and beta of that dim.
+pub fn layer_norm_of(shape: &[usize]) -> Program {
+    let last = shape.len() - 1;
+    let (outer, n): (Vec<usize>, usize) = ((0..last).collect(), shape[last]);
     let mut p = Program::new("layer_norm");
-    let x = p.parameter::<f32>(&[m, n]);
+    let x = p.parameter::<f32>(shape);
     let g = p.parameter::<f32>(&[n]);
     let b = p.parameter::<f32>(&[n]);
     let count = p.constant(n as f32);
-    let sum = p.reduce_sum(x, &[1]).unwrap();
+    let sum = p.reduce_sum(x, &[last]).unwrap();
     let mean = p.div(sum, count, &[]).unwrap();
-    let xc = p.sub(x, mean, &[0]).unwrap();
+    let xc = p.sub(x, mean, &outer).unwrap();
     let sq = p.mul(xc, xc, &[]).unwrap();
-    let ss = p.reduce_sum(sq, &[1]).unwrap();
+    let ss = p.reduce_sum(sq, &[last]).unwrap();
     let var = p.div(ss, count, &[]).unwrap();
     let eps = p.constant(1e-5f32);
     let ve = p.add(var, eps, &[]).unwrap();
     let rstd = p.rsqrt(ve).unwrap();
-    let xn = p.mul(xc, rstd, &[0]).unwrap();
-    let xg = p.mul(xn, g, &[1]).unwrap();
-    let y = p.add(xg, b, &[1]).unwrap();
+    let xn = p.mul(xc, rstd, &outer).unwrap();
+    let xg = p.mul(xn, g, &[last]).unwrap();
+    let y = p.add(xg, b, &[last]).unwrap();
     p.output(y).unwrap();
     p
 }
@@ -47,6 +54,21 @@ pub fn softmax(m: usize, n: usize, axis: usize) -> Program {
     let e = p.exp(d).unwrap();
     let s = p.reduce_sum(e, &[axis]).unwrap();
     let y = p.div(e, s, &[keep]).unwrap();
+    p.output(y).unwrap();
+    p
+}
+
+/// Softmax over the last dim of `shape` (rank 1 or more).
+pub fn softmax_last_of(shape: &[usize]) -> Program {
+    let last = shape.len() - 1;
+    let outer: Vec<usize> = (0..last).collect();
+    let mut p = Program::new("softmax");
+    let x = p.parameter::<f32>(shape);
+    let mx = p.reduce_max(x, &[last]).unwrap();
+    let d = p.sub(x, mx, &outer).unwrap();
+    let e = p.exp(d).unwrap();
+    let s = p.reduce_sum(e, &[last]).unwrap();
+    let y = p.div(e, s, &outer).unwrap();
     p.output(y).unwrap();
     p
 }
