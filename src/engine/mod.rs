@@ -22,7 +22,6 @@
 
 mod alloc;
 mod fresh;
-pub(crate) mod fused;
 mod kernel;
 mod operand;
 pub(crate) mod parallel;

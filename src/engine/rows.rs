@@ -1,30 +1,46 @@
-//! A chain with reductions over the contiguous (last) dim, run a tile of rows at a time: the
-//! tile goes through every step while it is in cache (the elementwise kernels, the folds of
-//! its rows, the reduced values read back along the rows), as PyTorch's CPU softmax and layer
-//! norm do, so each input is read from memory once and each output written once.
+//! The executor of compiled programs: a chain of table kernels, and of folds over the last
+//! dim, run a tile at a time, as numexpr runs an expression over blocks and PyTorch's CPU
+//! softmax and layer norm run over rows. Each tile goes through every step while it is in
+//! cache, so each input is read from memory once and each output written once; intermediates
+//! live in this thread's buffers.
 //!
-//! Registers are full (`n` elements per row, the last dim) or per row (one element per row, a
-//! reduced value). A full step reads a per-row register as a splat of the row's element. A
-//! fold runs the table fold ([`FoldFn`]) once per row over the row's `n` contiguous elements,
-//! which is how [`super::reduce::reduce_table`] folds a row that is contiguous in memory: the
-//! results are those of a reduction run alone, bit for bit.
+//! Registers are full (an element per index of the shape) or per row (one element per row of
+//! the last dim: a reduced value). A chain with per-row registers runs over its shape as it
+//! is, whole rows at a time: a full step reads a per-row register as a splat along the row,
+//! and a fold runs the table fold ([`FoldFn`]) once per row over the row's `n` contiguous
+//! elements, which is how [`super::reduce::reduce_table`] folds a row that is contiguous in
+//! memory, so its results are a reduction's run alone, bit for bit. A chain without them
+//! takes the planner's dims ([`Plan`]: size-1 dims dropped, ordered by the written operands'
+//! strides, contiguous dims merged) and runs in chunks of its inner dim.
 //!
-//! The tiles are split over threads ([`parallel::split`]); each thread's registers live in its
-//! staging buffer ([`stage::with_staging`]), kept from call to call.
+//! An input whose rows are contiguous is read in place, other inputs are gathered into the
+//! tile's buffer (one that is the same for every row once per range); an output is written in
+//! place, or from the buffer: along its stride, or, for a large chain, with non-temporal
+//! stores ([`stream`]). The tiles are split over threads ([`parallel::split`]); each thread's
+//! buffers are its staging buffer ([`stage::with_staging`]), kept from call to call.
 
 use super::kernel::Block;
-use super::operand::{self, Operand};
+use super::operand::{self, Operand, Strides};
 use super::parallel;
+use super::plan::Plan;
 use super::reduce::FoldFn;
 use super::stage::{self, Line};
 use super::stream;
 use super::table::{copy_strided, Kernel};
+use smallvec::SmallVec;
 
-/// Bytes of the widest register's tile: rows are taken together until a register holds this
-/// much (one row at least), so a tile's registers stay in L1/L2 between steps.
+/// The most operands (inputs and outputs) of a chain without per-row registers: the planner
+/// takes a fixed number.
+pub(crate) const MAX_OPERANDS: usize = 16;
+
+/// Bytes of the widest register's tile in a chain with folds: rows are taken together until a
+/// register holds this much (one row at least), so a tile's registers stay in L1/L2.
 const TILE_BYTES: usize = 16 << 10;
 
-/// One step of a row chain.
+/// Bytes of the widest register's chunk in a chain without: 1,024 `f32`s, in L1.
+const CHUNK_BYTES: usize = 4 << 10;
+
+/// One step of a chain.
 #[derive(Clone, Copy)]
 pub(crate) enum RowStep {
     /// `kernel` into register `out` from registers `args` (as many as it has inputs). A full
@@ -45,26 +61,28 @@ pub(crate) enum RowStep {
     },
 }
 
-/// A chain over `shape` (its last dim the rows' length). Registers `0..operands.len()` are the
+// SAFETY: the identities a chain's folds point to are elements that are only read, by any
+// thread; everything else in it is `Sync` already.
+unsafe impl Sync for RowStep {}
+
+/// A chain over `shape` (its last dim the rows'). Registers `0..operands.len()` are the
 /// operands' (an input's is read from it; an output's, `written`, is stored to it); the others
 /// are intermediates. A full operand is seen at `shape`, a per-row one at `shape` without its
-/// last dim. `per_row` and `sizes` give every register's kind and element size.
+/// last dim. `per_row` and `sizes` give every register's kind and element size. An output with
+/// `final_output` is read by nothing after the chain: a large chain may stream it past the
+/// cache (one that is read next is better left to the cache's way).
 pub(crate) struct RowChain<'a> {
     pub operands: &'a [Operand<'a>],
     pub written: &'a [bool],
+    pub final_output: &'a [bool],
     pub per_row: &'a [bool],
     pub sizes: &'a [usize],
     pub steps: &'a [RowStep],
 }
 
-// SAFETY: the identities a chain's folds point to are elements that are only read, by any
-// thread; everything else in it is `Sync` already.
-unsafe impl Sync for RowStep {}
-
-/// Where a tile's register is: its buffer (rows `n` elements apart), its operand's rows in
-/// place (a full input or output whose rows are contiguous), or one row of its buffer that
-/// every row reads (a full input that is the same for every row and not contiguous, such as
-/// a scalar: gathered once per range of tiles).
+/// Where a tile's register is: its buffer (rows `pitch` elements apart), its operand's rows in
+/// place (a full input or output with unit stride along the rows), or one row of its buffer
+/// that every row reads (an input that is the same for every row: gathered once per range).
 #[derive(Clone, Copy, PartialEq)]
 enum Loc {
     Buf,
@@ -72,55 +90,103 @@ enum Loc {
     Once,
 }
 
-/// Runs `chain` over `shape` (rank 1 or more, no dim of size 0).
+/// What every tile of a walk shares.
+struct Walk<'a> {
+    chain: &'a RowChain<'a>,
+    /// The dims of the rows, and each operand's strides at the walk's dims (a per-row one's at
+    /// the outer dims).
+    outer: &'a [usize],
+    strides: &'a [Strides],
+    /// The rows' length, and a full buffer row's (whole rows, or a chunk of one).
+    n: usize,
+    pitch: usize,
+    loc: &'a [Loc],
+    /// The outputs kept in the buffer and copied out with non-temporal stores.
+    stream_out: &'a [bool],
+    /// The inputs gathered into the buffer at each tile, and the outputs copied out of it.
+    gathered: &'a [usize],
+    copied: &'a [usize],
+}
+
+/// Runs `chain` over `shape`.
 ///
 /// # Safety
 /// Each step's kernel or fold is a table one for its registers' element types (an output's of
 /// `sizes[out]` bytes, with no drop glue), each identity an element of its fold's type; every
 /// register a step reads is an input operand or written by an earlier step; each written
 /// operand addresses, at every index of its shape, a distinct slot of its type that nothing
-/// else touches, and is written by exactly one step; the inputs are seen at their shapes.
+/// else touches, and is written by exactly one step; the inputs are seen at their shapes. A
+/// chain with per-row registers has rank 1 or more; one without has at most [`MAX_OPERANDS`]
+/// operands.
 pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
-    let rank = shape.len();
-    let (outer, n) = (&shape[..rank - 1], shape[rank - 1]);
-    let m: usize = outer.iter().product();
-    assert!(m > 0 && n > 0, "a row chain over an empty shape");
-    let regs = chain.sizes.len();
     let n_ops = chain.operands.len();
-    let widest = chain.sizes.iter().copied().max().unwrap_or(1).max(1);
-    let rows = (TILE_BYTES / (n * widest)).clamp(1, m);
-    // Each register's lines in a thread's buffer, then three splat rows.
-    let lines_of = |r: usize| match chain.per_row[r] {
-        true => (rows * chain.sizes[r]).div_ceil(64),
-        false => (rows * n * chain.sizes[r]).div_ceil(64),
+    let by_rows = chain.per_row.iter().any(|&p| p);
+    let (dims, strides): (Vec<usize>, Vec<Strides>) = if by_rows {
+        let strides = chain
+            .operands
+            .iter()
+            .map(|o| o.strides.iter().copied().collect());
+        (shape.to_vec(), strides.collect())
+    } else {
+        assert!(n_ops <= MAX_OPERANDS, "at most {MAX_OPERANDS} operands");
+        let zeros = vec![0isize; shape.len()];
+        let strides: [&[isize]; MAX_OPERANDS] =
+            std::array::from_fn(|k| chain.operands.get(k).map_or(&zeros[..], |o| &o.strides[..]));
+        // The written operands decide the loop order: they are walked in memory order.
+        let written = |k: usize| chain.written.get(k) == Some(&true);
+        let mut priority = [0; MAX_OPERANDS];
+        let order = (0..MAX_OPERANDS).filter(|&k| written(k));
+        for (slot, k) in order
+            .chain((0..MAX_OPERANDS).filter(|&k| !written(k)))
+            .enumerate()
+        {
+            priority[slot] = k;
+        }
+        let plan = Plan::new(shape, strides, priority);
+        let at = |k: usize| plan.strides.iter().map(|s| s[k]).collect();
+        (plan.dims.to_vec(), (0..n_ops).map(at).collect())
     };
-    let splat_lines = (n * widest).div_ceil(64);
-    let mut first_line = Vec::with_capacity(regs + 1);
-    let mut total = 0;
-    for r in 0..regs {
-        first_line.push(total);
-        total += lines_of(r);
+    let rank = dims.len();
+    assert!(rank > 0, "a chain over rows of some length");
+    let (outer, n) = (&dims[..rank - 1], dims[rank - 1]);
+    let m: usize = outer.iter().product();
+    if m == 0 || n == 0 {
+        assert!(!by_rows, "a chain with folds over an empty shape");
+        return;
     }
-    let total = total + 3 * splat_lines;
-    // Where each operand is, per tile: in place for full ones with unit stride along the rows.
+    let regs = chain.sizes.len();
+    let widest = chain.sizes.iter().copied().max().unwrap_or(1).max(1);
+    // Whole rows per tile, or chunks of one row.
+    let (pitch, rows) = match by_rows {
+        true => (n, (TILE_BYTES / (n * widest)).clamp(1, m)),
+        false => {
+            let pitch = (CHUNK_BYTES / widest).clamp(1, n);
+            let rows = if pitch == n {
+                CHUNK_BYTES / (n * widest)
+            } else {
+                1
+            };
+            (pitch, rows.clamp(1, m))
+        }
+    };
+    let chunks = n.div_ceil(pitch);
     let last = |k: usize| match chain.per_row[k] {
         true => None,
-        false => Some(chain.operands[k].strides[rank - 1]),
-    };
-    let same_rows = |k: usize| {
-        chain.operands[k].strides[..rank - 1]
-            .iter()
-            .all(|&s| s == 0)
+        false => Some(strides[k][rank - 1]),
     };
     let refs: Vec<&Operand<'_>> = chain.operands.iter().collect();
     let traffic = operand::traffic(m.saturating_mul(n), &refs);
-    // A large chain's contiguous outputs are computed in the tile's buffer and copied out
-    // with non-temporal stores ([`stream`]): no read of the lines they overwrite.
+    // A large chain's contiguous outputs are computed in the buffer and copied out with
+    // non-temporal stores: no read of the lines they overwrite.
     let streamed = stream::may_stream(traffic);
     let contiguous = |k: usize| last(k) == Some(1) || (n == 1 && last(k).is_some());
     let stream_out: Vec<bool> = (0..n_ops)
-        .map(|k| streamed && chain.written[k] && contiguous(k))
+        .map(|k| streamed && chain.written[k] && chain.final_output[k] && contiguous(k))
         .collect();
+    // The same for every row: no outer stride, and the same in every chunk of a row.
+    let same_rows = |k: usize| {
+        strides[k][..rank - 1].iter().all(|&s| s == 0) && (chunks == 1 || last(k) == Some(0))
+    };
     let loc: Vec<Loc> = (0..regs)
         .map(|r| {
             let full = r < n_ops && last(r).is_some();
@@ -131,8 +197,36 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
             }
         })
         .collect();
-    let pieces = parallel::pieces(traffic);
-    parallel::split(m, pieces, rows, &|range| {
+    // Each register's lines in a thread's buffer, then three splat rows.
+    let mut first_line = Vec::with_capacity(regs);
+    let mut total = 0;
+    for r in 0..regs {
+        first_line.push(total);
+        let per_row = if chain.per_row[r] { 1 } else { pitch };
+        total += (rows * per_row * chain.sizes[r]).div_ceil(64);
+    }
+    let splat_lines = (pitch * widest).div_ceil(64);
+    let total = total + 3 * splat_lines;
+    let buffered = |written: bool| {
+        (0..n_ops)
+            .filter(|&k| chain.written[k] == written && loc[k] == Loc::Buf)
+            .collect::<Vec<_>>()
+    };
+    let (gathered, copied) = (buffered(false), buffered(true));
+    let walk = Walk {
+        chain,
+        outer,
+        strides: &strides,
+        n,
+        pitch,
+        loc: &loc,
+        stream_out: &stream_out,
+        gathered: &gathered,
+        copied: &copied,
+    };
+    let units = m * chunks;
+    let align = if chunks == 1 { rows } else { 1 };
+    parallel::split(units, parallel::pieces(traffic), align, &|range| {
         let work = |buffer: &mut [Line]| {
             let base = buffer.as_mut_ptr().cast::<u8>();
             // SAFETY: each register's lines and the splat rows are within the buffer.
@@ -144,35 +238,31 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
             let splat: [*mut u8; 3] =
                 std::array::from_fn(|j| unsafe { base.add((total - (3 - j) * splat_lines) * 64) });
             let mut offs = vec![0isize; rows * n_ops];
+            let mut ptrs = vec![std::ptr::null_mut::<u8>(); rows * regs];
             // The inputs every row reads alike, gathered once for the range.
             for k in (0..n_ops).filter(|&k| loc[k] == Loc::Once) {
-                let o = &chain.operands[k];
-                // SAFETY: one row of input `k` (its first element, along its stride) into its
-                // buffer, room for a row at least.
+                let (o, s) = (&chain.operands[k], strides[k][rank - 1]);
+                // SAFETY: a buffer row of input `k` from its first element along its stride
+                // (the same in every chunk when there are several) into its buffer.
                 unsafe {
-                    let s = o.strides[rank - 1] * o.size as isize;
-                    copy_strided(o.at(0), s, buf[k], o.size as isize, n, o.size)
+                    let z = o.size as isize;
+                    copy_strided(o.at(0), s * z, buf[k], z, pitch, o.size)
                 };
             }
             let mut at = range.start;
             while at < range.end {
-                let count = rows.min(range.end - at);
+                let (first, count, c0) = match chunks {
+                    1 => (at, rows.min(range.end - at), 0),
+                    _ => (at / chunks, 1, at % chunks * pitch),
+                };
+                let width = pitch.min(n - c0);
                 // SAFETY: as the caller promised of the chain; the buffers are this thread's.
                 unsafe {
                     tile(
-                        chain,
-                        n,
-                        outer,
-                        at,
-                        count,
-                        &loc,
-                        &stream_out,
-                        &buf,
-                        splat,
-                        &mut offs,
+                        &walk, first, count, c0, width, &buf, splat, &mut offs, &mut ptrs,
                     )
                 };
-                at += count;
+                at += if chunks == 1 { count } else { 1 };
             }
             #[cfg(target_arch = "x86_64")]
             if streamed {
@@ -183,7 +273,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
         };
         if stage::with_staging(total, work).is_none() {
             // No memory for the buffers: an abort is not an option, nor is a wrong result.
-            panic!("a row chain's buffers ({total} cache lines) could not be allocated");
+            panic!("a chain's buffers ({total} cache lines) could not be allocated");
         }
     });
 }
@@ -191,6 +281,9 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
 /// The element offset of row `row` (a flat index over `outer`) in an operand whose strides
 /// over the outer dims are `strides`.
 fn row_offset(outer: &[usize], strides: &[isize], mut row: usize) -> isize {
+    if let [_] = outer {
+        return row as isize * strides[0];
+    }
     let mut off = 0isize;
     for d in (0..outer.len()).rev() {
         let i = row % outer[d];
@@ -200,35 +293,82 @@ fn row_offset(outer: &[usize], strides: &[isize], mut row: usize) -> isize {
     off
 }
 
-/// Runs the chain over rows `first..first + count`.
+/// Runs the chain over rows `first..first + count`, columns `c0..c0 + width` (whole rows when
+/// `count` is more than 1).
 ///
 /// # Safety
-/// As [`run`]; `stream_out[k]` only for a contiguous full output kept in its buffer (the caller
-/// fences the streamed stores); `buf` and `splat` are this thread's, each register's room for `count` rows of
-/// its kind and each splat for `n` of the widest elements; `offs` has room for `count` rows of
-/// every operand.
+/// As [`run`]; `buf` and `splat` are this thread's, each register's room for `count` rows of
+/// its kind at the walk's pitch and each splat for a pitch of the widest elements; `offs` has
+/// room for `count` rows of every operand, `ptrs` of every register.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile(
-    chain: &RowChain<'_>,
-    n: usize,
-    outer: &[usize],
+    walk: &Walk<'_>,
     first: usize,
     count: usize,
-    loc: &[Loc],
-    stream_out: &[bool],
+    c0: usize,
+    width: usize,
     buf: &[*mut u8],
     splat: [*mut u8; 3],
     offs: &mut [isize],
+    ptrs: &mut [*mut u8],
 ) {
+    let Walk {
+        chain,
+        outer,
+        strides,
+        n,
+        pitch,
+        loc,
+        stream_out,
+        gathered,
+        copied,
+    } = *walk;
     let n_ops = chain.operands.len();
     let rank = outer.len() + 1;
-    for row in 0..count {
-        for (k, o) in chain.operands.iter().enumerate() {
-            offs[row * n_ops + k] = row_offset(outer, &o.strides[..rank - 1], first + row);
+    // The first row's offsets, then each next row's by a step of the outer index (no
+    // division per row; none at all over one outer dim).
+    for k in 0..n_ops {
+        let at = row_offset(outer, &strides[k][..rank - 1], first);
+        offs[k] = match chain.per_row[k] {
+            true => at,
+            false => at + c0 as isize * strides[k][rank - 1],
+        };
+    }
+    if let [_] = outer {
+        for row in 1..count {
+            for k in 0..n_ops {
+                offs[row * n_ops + k] = offs[k] + row as isize * strides[k][0];
+            }
+        }
+    } else if count > 1 {
+        let mut index: Strides = smallvec::smallvec![0; outer.len()];
+        let mut rest = first;
+        for d in (0..outer.len()).rev() {
+            index[d] = (rest % outer[d]) as isize;
+            rest /= outer[d];
+        }
+        for row in 1..count {
+            offs.copy_within((row - 1) * n_ops..row * n_ops, row * n_ops);
+            let now = &mut offs[row * n_ops..(row + 1) * n_ops];
+            let mut d = outer.len() - 1;
+            loop {
+                index[d] += 1;
+                for (k, off) in now.iter_mut().enumerate() {
+                    *off += strides[k][d];
+                }
+                if index[d] < outer[d] as isize || d == 0 {
+                    break;
+                }
+                for (k, off) in now.iter_mut().enumerate() {
+                    *off -= outer[d] as isize * strides[k][d];
+                }
+                index[d] = 0;
+                d -= 1;
+            }
         }
     }
     let z = |r: usize| chain.sizes[r] as isize;
-    // Whether an in-place register's rows of this tile follow one another in memory.
+    // Whether a register's rows of this tile follow one another in memory.
     let dense = |r: usize| match loc[r] {
         Loc::Buf => true,
         Loc::Once => count == 1,
@@ -242,26 +382,34 @@ unsafe fn tile(
             // SAFETY: within the register's buffer, room for `count` rows of its kind.
             (Loc::Buf, true) => unsafe { buf[r].offset(row as isize * z(r)) },
             // SAFETY: as above.
-            (Loc::Buf, false) => unsafe { buf[r].offset((row * n) as isize * z(r)) },
+            (Loc::Buf, false) => unsafe { buf[r].offset((row * pitch) as isize * z(r)) },
         }
     };
+    // Each row's pointer to each register, and whether a register's rows are contiguous.
+    let regs = chain.sizes.len();
+    for row in 0..count {
+        for r in 0..regs {
+            ptrs[row * regs + r] = row_ptr(r, row);
+        }
+    }
+    // (A tile of one row is contiguous in every register.)
+    let dense: SmallVec<[bool; 16]> = (0..regs).map(|r| count == 1 || dense(r)).collect();
+    let at = |r: usize, row: usize| ptrs[row * regs + r];
     // The inputs that are not read in place, gathered: a full one's rows along its stride, a
     // per-row one's element of each row.
-    for (k, o) in chain.operands.iter().enumerate() {
-        if chain.written[k] || loc[k] != Loc::Buf {
-            continue;
-        }
+    for &k in gathered {
+        let o = &chain.operands[k];
         for row in 0..count {
             // SAFETY: the offset of an element of input `k`, as the caller promised.
             let from = unsafe { o.at(offs[row * n_ops + k]) };
             match chain.per_row[k] {
                 // SAFETY: one element of input `k` into its row's slot of the buffer.
-                true => unsafe { copy_strided(from, 0, row_ptr(k, row), z(k), 1, o.size) },
-                // SAFETY: the row's `n` elements of input `k` along its stride (0: one element
-                // repeated) into the buffer's row.
+                true => unsafe { copy_strided(from, 0, at(k, row), z(k), 1, o.size) },
+                // SAFETY: the row's `width` elements of input `k` along its stride (0: one
+                // element repeated) into the buffer's row.
                 false => unsafe {
-                    let s = o.strides[rank - 1] * z(k);
-                    copy_strided(from, s, row_ptr(k, row), z(k), n, o.size)
+                    let s = strides[k][rank - 1] * z(k);
+                    copy_strided(from, s, at(k, row), z(k), width, o.size)
                 },
             }
         }
@@ -275,31 +423,36 @@ unsafe fn tile(
                 src,
             } => {
                 // SAFETY: `count` slots of the per-row register, filled with the identity; then
-                // each row's `n` contiguous elements of `src` folded into its slot.
+                // each row's `n` contiguous elements of `src` (whole rows: a chain with folds is
+                // not cut in chunks) folded into its slot.
                 unsafe {
                     copy_strided(identity, 0, buf[out], z(out), count, chain.sizes[out]);
                     for row in 0..count {
                         let blk = Block {
-                            n,
+                            n: width,
                             inner: [0, 1],
                             rows: 1,
                             step: [0, 0],
                         };
-                        run(std::ptr::null(), row_ptr(out, row), row_ptr(src, row), blk);
+                        run(std::ptr::null(), at(out, row), at(src, row), blk);
                     }
                 }
             }
             RowStep::Map { kernel, out, args } => {
                 let args = &args[..kernel.inputs()];
                 let whole = chain.per_row[out]
-                    || (dense(out) && args.iter().all(|&a| !chain.per_row[a] && dense(a)));
+                    || (dense[out] && args.iter().all(|&a| !chain.per_row[a] && dense[a]));
                 if whole {
                     // Every operand's rows are contiguous: one call over the tile.
-                    let len = if chain.per_row[out] { count } else { count * n };
+                    let len = if chain.per_row[out] {
+                        count
+                    } else {
+                        count * width
+                    };
                     let mut ptrs = [std::ptr::null_mut(); 4];
-                    ptrs[0] = row_ptr(out, 0);
+                    ptrs[0] = at(out, 0);
                     for (j, &a) in args.iter().enumerate() {
-                        ptrs[j + 1] = row_ptr(a, 0);
+                        ptrs[j + 1] = at(a, 0);
                     }
                     // SAFETY: `len` elements of each register, of the kernel's types.
                     unsafe { call(kernel, ptrs, len) };
@@ -307,49 +460,42 @@ unsafe fn tile(
                 }
                 for row in 0..count {
                     let mut ptrs = [std::ptr::null_mut(); 4];
-                    ptrs[0] = row_ptr(out, row);
+                    ptrs[0] = at(out, row);
                     for (j, &a) in args.iter().enumerate() {
                         ptrs[j + 1] = match chain.per_row[a] {
-                            false => row_ptr(a, row),
+                            false => at(a, row),
                             true => {
                                 // SAFETY: the row's element of `a` repeated into a splat row.
                                 unsafe {
-                                    copy_strided(
-                                        row_ptr(a, row),
-                                        0,
-                                        splat[j],
-                                        z(a),
-                                        n,
-                                        z(a) as usize,
-                                    )
+                                    let (from, z) = (at(a, row), z(a));
+                                    copy_strided(from, 0, splat[j], z, width, z as usize)
                                 };
                                 splat[j]
                             }
                         };
                     }
-                    // SAFETY: `n` elements of each operand, of the kernel's types.
-                    unsafe { call(kernel, ptrs, n) };
+                    // SAFETY: `width` elements of each operand, of the kernel's types.
+                    unsafe { call(kernel, ptrs, width) };
                 }
             }
         }
     }
     // The outputs kept in buffers, to their places.
-    for (k, o) in chain.operands.iter().enumerate() {
-        if !chain.written[k] || loc[k] == Loc::InPlace {
-            continue;
-        }
+    for &k in copied {
+        let o = &chain.operands[k];
         for row in 0..count {
-            // SAFETY: output `k`'s elements of this row, this thread's alone.
+            // SAFETY: output `k`'s elements of this row, this thread's alone; a streamed one's
+            // are contiguous.
             unsafe {
                 let to = o.at(offs[row * n_ops + k]);
                 match chain.per_row[k] {
-                    true => copy_strided(row_ptr(k, row), 0, to, 0, 1, o.size),
+                    true => copy_strided(at(k, row), 0, to, 0, 1, o.size),
                     false if stream_out[k] => {
-                        stream::copy_streaming(row_ptr(k, row), to, n * o.size)
+                        stream::copy_streaming(at(k, row), to, width * o.size)
                     }
                     false => {
-                        let s = o.strides[rank - 1] * z(k);
-                        copy_strided(row_ptr(k, row), z(k), to, s, n, o.size)
+                        let s = strides[k][rank - 1] * z(k);
+                        copy_strided(at(k, row), z(k), to, s, width, o.size)
                     }
                 }
             }

@@ -14,9 +14,8 @@ use std::sync::Mutex;
 
 use super::eval::{eval, mismatch};
 use super::{Direction, ElementType, Op, Program, Reduction, Tensor, Unwritten, Value};
-use crate::engine::fused::{self, Chain, Step, MAX_OPERANDS};
 use crate::engine::reduce::FoldFn;
-use crate::engine::rows;
+use crate::engine::rows::{self, MAX_OPERANDS};
 use crate::engine::table::{self, Kernel};
 use crate::engine::Strides;
 use crate::engine::{Operand, SlotInfo};
@@ -122,16 +121,15 @@ enum Member {
 enum Stage {
     /// A node evaluated as [`Program::run`] does (a reduction).
     Node(usize),
-    /// A fused loop.
-    Group(Group),
-    /// A chain with reductions over the last dim, run a tile of rows at a time.
-    Rows(Rows),
+    /// A chain of elementwise ops and reductions over the last dim, run a tile at a time.
+    Rows(Box<Rows>),
 }
 
-/// A row chain over `shape` (its last dim the rows'): the members are at `shape` (full) or at
+/// A chain over `shape` (its last dim the rows'): the members are at `shape` (full) or at
 /// `shape` without its last dim (per row). Registers `0..inputs.len()` read the inputs (a value
 /// placed by dims at `shape`, or per row at the outer shape), the next `outputs.len()` are the
-/// members written to arrays, the rest the members kept in the tile's buffers.
+/// members written to arrays, the rest the members kept in the tile's buffers (intermediates
+/// share them once their last reader has run).
 #[derive(Debug, Clone)]
 struct Rows {
     shape: Vec<usize>,
@@ -140,8 +138,11 @@ struct Rows {
     reads: Vec<Placements>,
     inputs: Vec<RowInput>,
     outputs: Vec<usize>,
-    /// As [`Group::direct`].
+    /// For each of `outputs`, the program output it may be written to in place by
+    /// [`Executable::run_into`]: one that is output once and read by nothing after the chain.
     direct: Vec<Option<usize>>,
+    /// For each of `outputs`, whether nothing after the chain reads it.
+    last_use: Vec<bool>,
     per_row: Vec<bool>,
     sizes: Vec<usize>,
     steps: Vec<RowStep>,
@@ -173,6 +174,14 @@ enum RowStep {
     },
 }
 
+/// A kernel step while a chain's registers are assigned.
+#[derive(Clone, Copy)]
+struct Step {
+    kernel: Kernel,
+    out: usize,
+    args: [usize; 3],
+}
+
 /// Operands, each with the dims that place it at its reader's shape.
 type Placements = Vec<(Value, Vec<usize>)>;
 
@@ -183,21 +192,6 @@ struct RowBuild {
     first: usize,
     members: Vec<usize>,
     folds: usize,
-}
-
-/// A fused loop over `shape`: registers `0..inputs.len()` read the inputs (a value placed at
-/// `shape` by dims), the next `outputs.len()` are the members written to arrays, the rest the
-/// members kept in buffers.
-#[derive(Debug, Clone)]
-struct Group {
-    shape: Vec<usize>,
-    inputs: Vec<(usize, Vec<usize>)>,
-    outputs: Vec<usize>,
-    /// For each of `outputs`, the program output it may be written to in place by
-    /// [`Executable::run_into`]: one that is output once and read by nothing after the loop.
-    direct: Vec<Option<usize>>,
-    sizes: Vec<usize>,
-    steps: Vec<Step>,
 }
 
 /// A rank-0 tensor of `ty`: its kernels, for a type known by name.
@@ -375,10 +369,12 @@ impl Program {
         for stage in order {
             stages.push(match stage {
                 Ok(i) => Stage::Node(i),
-                Err(Ok(g)) => {
-                    Stage::Group(self.group(&groups[g].members, &groups[g].shape, &needed)?)
-                }
-                Err(Err(r)) => Stage::Rows(self.rows(&row_builds[r], &needed)?),
+                Err(Ok(g)) => Stage::Rows(Box::new(self.group(
+                    &groups[g].members,
+                    &groups[g].shape,
+                    &needed,
+                )?)),
+                Err(Err(r)) => Stage::Rows(Box::new(self.rows(&row_builds[r], &needed)?)),
             });
         }
         // Members written straight into the caller's arrays by `run_into`: outputs once, read
@@ -398,19 +394,20 @@ impl Program {
                 })
                 .collect()
         };
-        let direct: Vec<Vec<Option<usize>>> = stages
+        let placed: Vec<(Vec<Option<usize>>, Vec<bool>)> = stages
             .iter()
             .map(|stage| match stage {
-                Stage::Group(g) => direct_of(&g.outputs),
-                Stage::Rows(r) => direct_of(&r.outputs),
-                Stage::Node(_) => Vec::new(),
+                Stage::Rows(r) => {
+                    let last_use = r.outputs.iter().map(|&m| !read_later(m)).collect();
+                    (direct_of(&r.outputs), last_use)
+                }
+                Stage::Node(_) => (Vec::new(), Vec::new()),
             })
             .collect();
-        for (stage, d) in stages.iter_mut().zip(direct) {
-            match stage {
-                Stage::Group(g) => g.direct = d,
-                Stage::Rows(r) => r.direct = d,
-                Stage::Node(_) => {}
+        for (stage, (direct, last_use)) in stages.iter_mut().zip(placed) {
+            if let Stage::Rows(r) = stage {
+                r.direct = direct;
+                r.last_use = last_use;
             }
         }
         // The last stage that reads each value.
@@ -446,7 +443,6 @@ impl Program {
                 .flatten()
                 .map(|v| v.index)
                 .collect(),
-            Stage::Group(g) => g.inputs.iter().map(|&(v, _)| v).collect(),
             Stage::Rows(r) => r.inputs.iter().map(|input| input.value).collect(),
         }
     }
@@ -648,6 +644,7 @@ impl Program {
             reads,
             inputs,
             direct: vec![None; outputs.len()],
+            last_use: vec![true; outputs.len()],
             outputs,
             per_row,
             sizes,
@@ -657,7 +654,7 @@ impl Program {
 
     /// The fused loop of `members` (node indices, in order) over `shape`, writing the members
     /// `needed` says to arrays.
-    fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Group> {
+    fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
         let size = |ty: ElementType| kernels_of(ty).element_size();
         let is_member = |v: &Value| members.contains(&v.index);
         // Inputs: every operand that is not a member, placed at the shape as its op places it.
@@ -761,11 +758,31 @@ impl Program {
         sizes.truncate(first_temp);
         sizes.extend(slots.iter().map(|&(size, _)| size));
         debug_assert!(base + outputs.len() <= MAX_OPERANDS);
-        Ok(Group {
+        let reads = members
+            .iter()
+            .map(|&i| self.placements(i))
+            .collect::<Result<_>>()?;
+        let inputs = inputs
+            .into_iter()
+            .map(|(value, dims)| RowInput {
+                value,
+                dims,
+                per_row: false,
+            })
+            .collect();
+        let steps = steps
+            .into_iter()
+            .map(|Step { kernel, out, args }| RowStep::Map { kernel, out, args })
+            .collect();
+        Ok(Rows {
             shape: shape.to_vec(),
+            members: members.to_vec(),
+            reads,
             inputs,
             direct: vec![None; outputs.len()],
+            last_use: vec![true; outputs.len()],
             outputs,
+            per_row: vec![false; sizes.len()],
             sizes,
             steps,
         })
@@ -975,9 +992,6 @@ impl Executable {
                 values[i] = Some(Cow::Borrowed(t));
             }
         }
-        // Outputs a loop may write in place ([`Group::direct`]), when there are arrays to
-        // write them to.
-        let has_direct = !direct.is_empty();
         for (s, stage) in self.stages.iter().enumerate() {
             match stage {
                 Stage::Node(i) => {
@@ -987,105 +1001,6 @@ impl Executable {
                     values[*i] = Some(Cow::Owned(out));
                 }
                 Stage::Rows(r) => self.run_rows(r, &mut values, direct)?,
-                Stage::Group(g) => {
-                    let mut placed: Vec<Operand<'_>> = Vec::with_capacity(g.sizes.len());
-                    for (v, dims) in &g.inputs {
-                        let t = values[*v].as_ref().expect("values are made in order");
-                        placed.push(t.placed("run", &g.shape, dims)?);
-                    }
-                    // Each member laid out as `Program::run` lays it out (from its operands'
-                    // layouts), so that a reduction reading it adds in the same order.
-                    let mut layout: Vec<Strides> = placed
-                        .iter()
-                        .map(|o| o.strides.iter().copied().collect())
-                        .collect();
-                    layout.resize(g.sizes.len(), Strides::new());
-                    for st in &g.steps {
-                        let args = &st.args[..st.kernel.inputs()];
-                        let strides: Vec<&[isize]> = args.iter().map(|&a| &layout[a][..]).collect();
-                        layout[st.out] = crate::engine::strides_like(&g.shape, &strides);
-                    }
-                    let mut fresh: Vec<(usize, Member)> = Vec::new();
-                    for (k, &m) in g.outputs.iter().enumerate() {
-                        if !has_direct || g.direct[k].is_none() {
-                            let (ty, own) = (program.nodes[m].ty, &layout[g.inputs.len() + k]);
-                            let member = match self.scratch.take(ty, &g.shape, own) {
-                                Some(t) => Member::Kept(t),
-                                None => Member::Fresh(Unwritten::new(ty, "run", &g.shape, &[own])?),
-                            };
-                            fresh.push((m, member));
-                        }
-                    }
-                    {
-                        let allocated = fresh.iter().any(|(_, t)| matches!(t, Member::Fresh(_)));
-                        let mut operands = placed;
-                        let mut fresh_iter = fresh.iter_mut();
-                        let mut slots: Vec<Option<&mut Tensor>> =
-                            direct.iter_mut().map(Some).collect();
-                        for k in 0..g.outputs.len() {
-                            match g.direct[k].filter(|_| has_direct) {
-                                Some(k) => {
-                                    let out = slots[k].take().expect("one member per output");
-                                    operands.push(out.output());
-                                }
-                                None => operands.push(
-                                    match &mut fresh_iter.next().expect("allocated").1 {
-                                        Member::Fresh(t) => t.operand(),
-                                        Member::Kept(t) => t.output(),
-                                    },
-                                ),
-                            }
-                        }
-                        let one = match &g.steps[..] {
-                            [step] if g.outputs.len() == 1 && step.out == g.inputs.len() => {
-                                Some(step)
-                            }
-                            _ => None,
-                        };
-                        if let Some(step) = one {
-                            // One op: the engine's walk of its kernel, as the op called
-                            // directly takes (no chunks to stage through).
-                            let out = operands.pop().expect("the step's output");
-                            let inputs: Vec<&Operand<'_>> = step.args[..step.kernel.inputs()]
-                                .iter()
-                                .map(|&a| &operands[a])
-                                .collect();
-                            let slot = SlotInfo {
-                                size: g.sizes[step.out],
-                                needs_drop: false,
-                                plain: true,
-                            };
-                            // SAFETY: the kernel was chosen for its operands' types
-                            // (`Program::group`), plain numbers; its output is the group's one
-                            // member, a fresh array or the caller's (borrowed mutably, distinct
-                            // from the inputs) of the group's shape; the inputs are placed at it.
-                            unsafe { table::write(out, slot, step.kernel, &inputs, allocated) };
-                        } else {
-                            let written: Vec<bool> =
-                                (0..operands.len()).map(|k| k >= g.inputs.len()).collect();
-                            let chain = Chain {
-                                operands: &operands,
-                                written: &written,
-                                sizes: &g.sizes,
-                                steps: &g.steps,
-                            };
-                            // SAFETY: the steps' kernels were chosen for their registers' types
-                            // (`Program::group`); each reads inputs or earlier steps' registers
-                            // and each member is written by its one step; the outputs are fresh
-                            // arrays or the caller's (borrowed mutably, distinct from the inputs)
-                            // of the group's shape; the inputs are placed at it.
-                            unsafe { fused::run(&g.shape, &chain) };
-                        }
-                    }
-                    for (m, t) in fresh {
-                        let t = match t {
-                            // SAFETY: the fused loop wrote every element of each output.
-                            Member::Fresh(t) => unsafe { t.assume_init() },
-                            Member::Kept(t) => t,
-                        };
-                        values[m] = Some(Cow::Owned(t));
-                    }
-                }
             }
             for &v in &self.drops[s] {
                 if let Some(Cow::Owned(t)) = values[v].take() {
@@ -1105,8 +1020,12 @@ impl Executable {
         direct: &mut [Tensor],
     ) -> Result<()> {
         let program = &self.program;
+        // A chain without folds may be rank 0; one with them is not.
         let rank = r.shape.len();
-        let (outer, n) = (&r.shape[..rank - 1], r.shape[rank - 1]);
+        let (outer, n) = match r.shape.split_last() {
+            Some((&n, outer)) => (outer, n),
+            None => (&r.shape[..], 1),
+        };
         let value = |v: usize| &**values[v].as_ref().expect("values are made in order");
         // Each member's layout in `Program::run` (from its operands' layouts).
         let mut layout: Vec<Strides> = Vec::with_capacity(r.members.len());
@@ -1167,6 +1086,7 @@ impl Executable {
                 let at = if input.per_row { outer } else { &r.shape[..] };
                 operands.push(value(input.value).placed("run", at, &input.dims)?);
             }
+            let allocated = fresh.iter().any(|(_, t)| matches!(t, Member::Fresh(_)));
             let mut fresh_iter = fresh.iter_mut();
             let mut slots: Vec<Option<&mut Tensor>> = direct.iter_mut().map(Some).collect();
             for k in 0..r.outputs.len() {
@@ -1179,6 +1099,9 @@ impl Executable {
                 });
             }
             let written: Vec<bool> = (0..operands.len()).map(|k| k >= r.inputs.len()).collect();
+            let final_output: Vec<bool> = (0..operands.len())
+                .map(|k| k >= r.inputs.len() && r.last_use[k - r.inputs.len()])
+                .collect();
             let steps: Vec<rows::RowStep> = r
                 .steps
                 .iter()
@@ -1201,20 +1124,49 @@ impl Executable {
                     },
                 })
                 .collect();
-            let chain = rows::RowChain {
-                operands: &operands,
-                written: &written,
-                per_row: &r.per_row,
-                sizes: &r.sizes,
-                steps: &steps,
+            let one = match &steps[..] {
+                [rows::RowStep::Map { kernel, out, args }] if r.outputs.len() == 1 => {
+                    (*out == r.inputs.len()).then_some((*kernel, *args))
+                }
+                _ => None,
             };
-            // SAFETY: the kernels and folds were chosen for their registers' types
-            // (`Program::rows`), each fold's identity a rank-0 tensor of its type; each step
-            // reads inputs or earlier steps' registers and each member is written by its one
-            // step; the outputs are fresh arrays or the caller's (borrowed mutably, distinct
-            // from the inputs) of their members' shapes; the inputs are placed at the chain's
-            // shape or, per row, at its outer shape, which has no dim of size 0.
-            unsafe { rows::run(&r.shape, &chain) };
+            if let Some((kernel, args)) = one {
+                // One op: the engine's walk of its kernel, as the op called directly takes (no
+                // chunks to stage through).
+                let out = operands.pop().expect("the step's output");
+                let inputs: Vec<&Operand<'_>> = args[..kernel.inputs()]
+                    .iter()
+                    .map(|&a| &operands[a])
+                    .collect();
+                let slot = SlotInfo {
+                    size: r.sizes[r.inputs.len()],
+                    needs_drop: false,
+                    plain: true,
+                };
+                // SAFETY: the kernel was chosen for its operands' types (`Program::group`),
+                // plain numbers; its output is the chain's one member, a fresh array or the
+                // caller's (borrowed mutably, distinct from the inputs) of the chain's shape;
+                // the inputs are placed at it.
+                unsafe { table::write(out, slot, kernel, &inputs, allocated) };
+            } else {
+                let chain = rows::RowChain {
+                    operands: &operands,
+                    written: &written,
+                    final_output: &final_output,
+                    per_row: &r.per_row,
+                    sizes: &r.sizes,
+                    steps: &steps,
+                };
+                // SAFETY: the kernels and folds were chosen for their registers' types
+                // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor of
+                // its type; each step reads inputs or earlier steps' registers and each member
+                // is written by its one step; the outputs are fresh arrays or the caller's
+                // (borrowed mutably, distinct from the inputs) of their members' shapes; the
+                // inputs are placed at the chain's shape or, per row, at its outer shape; a
+                // chain with folds has no dim of size 0, one without at most `MAX_OPERANDS`
+                // operands (`Program::compile` bounds its groups).
+                unsafe { rows::run(&r.shape, &chain) };
+            }
         }
         for (m, t) in fresh {
             let t = match t {
