@@ -362,6 +362,13 @@ impl<C> Sink<C> for C {
     }
 }
 
+/// A cache line: the unit of the engine's buffers (staging, gathering, compiled chains),
+/// aligned for any element. Each staged part starts on a line, and so does every staged row at
+/// the padded pitch (whole lines), so wide accesses to them do not straddle two lines.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(super) struct Line(pub(super) [u8; 64]);
+
 /// A block of work for a kernel: `rows` runs of `n` elements each. Within a run operand `k`
 /// moves by `inner[k]`; run `r` starts `r * step[k]` after the first.
 #[derive(Debug, Clone, Copy)]

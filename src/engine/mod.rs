@@ -18,7 +18,8 @@
 //! ([`BlockKernel`]) and is compiled once, in this crate ([`Walk`]): an op costs its dependents
 //! the kernel's loops, not a copy of the engine. Kernels chosen at run time per op and element
 //! type ([`table`], what programs run on) take the same walk. Reductions ([`reduce()`]) use the
-//! same planner and the kernels' fold.
+//! same planner and the kernels' fold. Compiled programs run chains of table kernels and folds
+//! a tile at a time ([`rows`]), on the same planner, buffers and split.
 
 mod alloc;
 mod fresh;

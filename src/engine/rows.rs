@@ -19,14 +19,14 @@
 //! stores ([`stream`]). The tiles are split over threads ([`parallel::split`]); each thread's
 //! buffers are its staging buffer ([`stage::with_staging`]), kept from call to call.
 
-use super::kernel::Block;
+use super::kernel::{Block, Line};
 use super::operand::{self, Operand, Strides};
 use super::parallel;
 use super::plan::Plan;
 use super::reduce::FoldFn;
-use super::stage::{self, Line};
+use super::stage;
 use super::stream;
-use super::table::{copy_strided, Kernel};
+use super::table::{copy_strided, splat_rows, Kernel};
 use smallvec::SmallVec;
 
 /// The most operands (inputs and outputs) of a chain without per-row registers: the planner
@@ -81,8 +81,8 @@ pub(crate) struct RowChain<'a> {
 }
 
 /// Where a tile's register is: its buffer (rows `pitch` elements apart), its operand's rows in
-/// place (a full input or output with unit stride along the rows), or one row of its buffer
-/// that every row reads (an input that is the same for every row: gathered once per range).
+/// place (a full input or output with unit stride along the rows), or its buffer filled once
+/// per range (an input that is the same for every row).
 #[derive(Clone, Copy, PartialEq)]
 enum Loc {
     Buf,
@@ -205,7 +205,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
         let per_row = if chain.per_row[r] { 1 } else { pitch };
         total += (rows * per_row * chain.sizes[r]).div_ceil(64);
     }
-    let splat_lines = (pitch * widest).div_ceil(64);
+    let splat_lines = (rows * pitch * widest).div_ceil(64);
     let total = total + 3 * splat_lines;
     let buffered = |written: bool| {
         (0..n_ops)
@@ -239,15 +239,20 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
                 std::array::from_fn(|j| unsafe { base.add((total - (3 - j) * splat_lines) * 64) });
             let mut offs = vec![0isize; rows * n_ops];
             let mut ptrs = vec![std::ptr::null_mut::<u8>(); rows * regs];
-            // The inputs every row reads alike, gathered once for the range.
+            // The inputs every row reads alike, gathered once for the range: a tile of rows,
+            // so that the tile's kernels read them as they read the others.
             for k in (0..n_ops).filter(|&k| loc[k] == Loc::Once) {
                 let (o, s) = (&chain.operands[k], strides[k][rank - 1]);
-                // SAFETY: a buffer row of input `k` from its first element along its stride
-                // (the same in every chunk when there are several) into its buffer.
-                unsafe {
-                    let z = o.size as isize;
-                    copy_strided(o.at(0), s * z, buf[k], z, pitch, o.size)
-                };
+                let z = o.size as isize;
+                for row in 0..rows {
+                    // SAFETY: a buffer row of input `k` from its first element along its stride
+                    // (the same in every chunk when there are several) into its buffer, room
+                    // for `rows` rows at the pitch.
+                    unsafe {
+                        let to = buf[k].offset((row * pitch) as isize * z);
+                        copy_strided(o.at(0), s * z, to, z, pitch, o.size)
+                    };
+                }
             }
             let mut at = range.start;
             while at < range.end {
@@ -298,7 +303,7 @@ fn row_offset(outer: &[usize], strides: &[isize], mut row: usize) -> isize {
 ///
 /// # Safety
 /// As [`run`]; `buf` and `splat` are this thread's, each register's room for `count` rows of
-/// its kind at the walk's pitch and each splat for a pitch of the widest elements; `offs` has
+/// its kind at the walk's pitch and each splat for as many of the widest elements; `offs` has
 /// room for `count` rows of every operand, `ptrs` of every register.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile(
@@ -371,18 +376,20 @@ unsafe fn tile(
     // Whether a register's rows of this tile follow one another in memory.
     let dense = |r: usize| match loc[r] {
         Loc::Buf => true,
-        Loc::Once => count == 1,
+        Loc::Once => true,
         Loc::InPlace => (0..count).all(|row| offs[row * n_ops + r] == offs[r] + (row * n) as isize),
     };
     let row_ptr = |r: usize, row: usize| -> *mut u8 {
         match (loc[r], chain.per_row[r]) {
             // SAFETY: the offset of an element of the operand, as the caller promised.
             (Loc::InPlace, _) => unsafe { chain.operands[r].at(offs[row * n_ops + r]) },
-            (Loc::Once, _) => buf[r],
             // SAFETY: within the register's buffer, room for `count` rows of its kind.
             (Loc::Buf, true) => unsafe { buf[r].offset(row as isize * z(r)) },
             // SAFETY: as above.
-            (Loc::Buf, false) => unsafe { buf[r].offset((row * pitch) as isize * z(r)) },
+            (Loc::Buf | Loc::Once, false) => unsafe {
+                buf[r].offset((row * pitch) as isize * z(r))
+            },
+            (Loc::Once, true) => unreachable!("a per-row register is not an input read once"),
         }
     };
     // Each row's pointer to each register, and whether a register's rows are contiguous.
@@ -427,12 +434,15 @@ unsafe fn tile(
                 // not cut in chunks) folded into its slot.
                 unsafe {
                     copy_strided(identity, 0, buf[out], z(out), count, chain.sizes[out]);
-                    for row in 0..count {
+                    // The tile's rows in one call where they are `pitch` apart, else one by
+                    // one: each row is folded alone either way.
+                    let (rows, step) = if dense[src] { (count, pitch) } else { (1, 0) };
+                    for row in (0..count).step_by(rows) {
                         let blk = Block {
                             n: width,
                             inner: [0, 1],
-                            rows: 1,
-                            step: [0, 0],
+                            rows,
+                            step: [1, step as isize],
                         };
                         run(std::ptr::null(), at(out, row), at(src, row), blk);
                     }
@@ -441,9 +451,10 @@ unsafe fn tile(
             RowStep::Map { kernel, out, args } => {
                 let args = &args[..kernel.inputs()];
                 let whole = chain.per_row[out]
-                    || (dense[out] && args.iter().all(|&a| !chain.per_row[a] && dense[a]));
+                    || (dense[out] && args.iter().all(|&a| chain.per_row[a] || dense[a]));
                 if whole {
-                    // Every operand's rows are contiguous: one call over the tile.
+                    // Every operand's rows are contiguous (a per-row one's expanded along the
+                    // rows into a splat tile): one call over the tile.
                     let len = if chain.per_row[out] {
                         count
                     } else {
@@ -452,7 +463,18 @@ unsafe fn tile(
                     let mut ptrs = [std::ptr::null_mut(); 4];
                     ptrs[0] = at(out, 0);
                     for (j, &a) in args.iter().enumerate() {
-                        ptrs[j + 1] = at(a, 0);
+                        ptrs[j + 1] = match chain.per_row[a] && !chain.per_row[out] {
+                            false => at(a, 0),
+                            true => {
+                                // SAFETY: the tile's per-row elements of `a` (contiguous in its
+                                // buffer), each repeated along its row of the splat tile, room
+                                // for `count` rows of `width`.
+                                unsafe {
+                                    splat_rows(at(a, 0), splat[j], width, count, z(a) as usize)
+                                };
+                                splat[j]
+                            }
+                        };
                     }
                     // SAFETY: `len` elements of each register, of the kernel's types.
                     unsafe { call(kernel, ptrs, len) };

@@ -2,7 +2,7 @@
 //! at a time, transposed into a per-thread buffer ([`transpose`]), so the kernel reads it with
 //! unit stride. Only plain element types are staged (their values are their bits).
 
-use super::kernel::{Block, BlockKernel};
+use super::kernel::{Block, BlockKernel, Line};
 use super::operand::Operand;
 use super::stream::Write;
 use super::transpose::{self, TILE};
@@ -117,13 +117,6 @@ fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) ->
     SLAB_BYTES / widest.unwrap_or(1)
 }
 const _: () = assert!(SLAB_BYTES % (8 * 8) == 0);
-
-/// A cache line: the unit of the engine's buffers (staging, gathering, fused and row chains),
-/// aligned for any element. Each staged part starts on a line, and so does every staged row at
-/// the padded pitch (whole lines), so wide accesses to them do not straddle two lines.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-pub(super) struct Line(pub(super) [u8; 64]);
 
 /// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
 /// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page

@@ -9,9 +9,8 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fresh::{call_logged, FreshLog};
-use super::kernel::{self, Block, BlockKernel, SlotInfo};
+use super::kernel::{self, Block, BlockKernel, Line, SlotInfo};
 use super::operand::Operand;
-use super::stage::Line;
 
 /// The least traffic (bytes streamed by a walk: its output and every input read in full) for
 /// which an output is written with non-temporal stores: half again a 32 MiB last-level cache.

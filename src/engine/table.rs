@@ -18,10 +18,9 @@ use std::slice;
 
 use ndarray::{Array, IxDyn};
 
-use super::kernel::{Block, BlockKernel, SlotInfo};
+use super::kernel::{Block, BlockKernel, Line, SlotInfo};
 use super::operand::Operand;
 use super::plan::output_order;
-use super::stage::Line;
 use super::{alloc, Engine, Walk};
 use crate::error::Result;
 
@@ -442,6 +441,44 @@ pub(super) unsafe fn copy_strided(
             4 => copy::<u32>(src, from, dst, to, n),
             8 => copy::<[u32; 2]>(src, from, dst, to, n),
             16 => copy::<[u64; 2]>(src, from, dst, to, n),
+            _ => unreachable!("table kernels take elements of 1 to 16 bytes"),
+        }
+    }
+}
+
+/// Repeats element `r` of the `rows` consecutive elements at `src` into row `r` of `width`
+/// elements at `dst` (a value per row, broadcast along the rows), elements of `size` bytes.
+///
+/// # Safety
+/// `src` holds `rows` initialised elements and `dst` room for `rows * width`, each aligned for
+/// its size's stand-in; the two do not overlap.
+pub(super) unsafe fn splat_rows(
+    src: *const u8,
+    dst: *mut u8,
+    width: usize,
+    rows: usize,
+    size: usize,
+) {
+    /// # Safety
+    /// As `splat_rows`, for elements of `T`.
+    #[inline(always)]
+    unsafe fn splat<T: std::marker::Copy>(src: *const u8, dst: *mut u8, width: usize, rows: usize) {
+        // SAFETY: as the caller promised: `rows` elements read, `rows * width` slots written.
+        unsafe {
+            let out = std::slice::from_raw_parts_mut(dst.cast::<MaybeUninit<T>>(), rows * width);
+            for (r, row) in out.chunks_exact_mut(width.max(1)).enumerate() {
+                row.fill(MaybeUninit::new(src.cast::<T>().add(r).read()));
+            }
+        }
+    }
+    // SAFETY: as the caller promised, for the stand-in of that size.
+    unsafe {
+        match size {
+            1 => splat::<u8>(src, dst, width, rows),
+            2 => splat::<u16>(src, dst, width, rows),
+            4 => splat::<u32>(src, dst, width, rows),
+            8 => splat::<[u32; 2]>(src, dst, width, rows),
+            16 => splat::<[u64; 2]>(src, dst, width, rows),
             _ => unreachable!("table kernels take elements of 1 to 16 bytes"),
         }
     }

@@ -1,13 +1,18 @@
-//! [`Program::compile`]: the program's elementwise ops fused into loops.
+//! [`Program::compile`]: the program's ops grouped into chains that make one pass over memory,
+//! run by the engine's one executor ([`crate::engine::rows`]) a tile at a time, their
+//! intermediates in per-thread buffers.
 //!
-//! Nodes of one shape whose operands are computed before them (or among them) join a group;
-//! a group runs as one fused loop of the engine ([`crate::engine::fused`]), its intermediates
-//! chunk by chunk in per-thread buffers, so a chain of elementwise ops costs one pass over
-//! memory. `broadcast_in_dim` is a stride-0 read of its operand, never a copy. A group closes
-//! when something outside it reads one of its members (a reduction, another shape's group):
-//! that member is then written to an array, and so is every program output. Reductions run
-//! as in [`Program::run`]. The kernels are those of `Program::run`, so the results are its own,
-//! bit for bit. A group of one op runs on the engine's walk, as the op called directly does.
+//! First, reductions over the last dim gather the elementwise nodes around them into row
+//! chains (`Program::row_chains`): the nodes at the reduced shape's full shape and, per row,
+//! at its outer shape, so that a layer norm, a softmax or attention scores run a tile of rows
+//! through every step. Then the other elementwise nodes of one shape whose operands are
+//! computed before them (or among them) join a group, a chain without folds. A chain closes
+//! when something outside it reads one of its members (a reduction over another dim, another
+//! shape's chain): that member is then written to an array, and so is every program output.
+//! `broadcast_in_dim` is a stride-0 read of its operand, never a copy. Other reductions run as
+//! in [`Program::run`]. The kernels and folds are those of `Program::run`, so the results are
+//! its own, bit for bit. A chain of one op runs on the engine's walk, as the op called
+//! directly does.
 
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -31,7 +36,7 @@ use crate::shape::{binary_plan, iota};
 /// use ndarray::{arr1, arr2};
 /// use xla_bcast::stablehlo::{Program, Tensor};
 ///
-/// // relu(x + b): one fused loop, `b` read as a broadcast row.
+/// // relu(x + b): one pass, `b` read as a broadcast row.
 /// let mut p = Program::new("bias_relu");
 /// let x = p.parameter::<f32>(&[2, 3]);
 /// let b = p.parameter::<f32>(&[3]);
@@ -58,7 +63,7 @@ pub struct Executable {
     scratch: Scratch,
 }
 
-/// The large intermediates of earlier runs, kept for the next run's fused loops to write over
+/// The large intermediates of earlier runs, kept for the next run's chains to write over
 /// (XLA's executables reuse their temporary buffers too): an array of [`SCRATCH_MIN_BYTES`] or
 /// more is mapped afresh by the allocator at each call, and on a VM each of its pages faults
 /// on first touch, which can cost as much as the loop that writes it. A run takes an array of
@@ -110,7 +115,7 @@ impl Scratch {
     }
 }
 
-/// An array a fused loop writes a member to: fresh, or kept from an earlier run.
+/// An array a chain writes a member to: fresh, or kept from an earlier run.
 enum Member {
     Fresh(Unwritten),
     Kept(Tensor),
@@ -208,7 +213,7 @@ struct Building {
     open: bool,
 }
 
-/// Whether the node is elementwise at its shape (a member of a fused loop).
+/// Whether the node is elementwise at its shape (a member of a chain).
 fn fusible(op: &Op) -> bool {
     matches!(
         op,
@@ -223,9 +228,10 @@ fn fusible(op: &Op) -> bool {
 }
 
 impl Program {
-    /// The program compiled for [`Executable::run`]: its elementwise ops fused into loops that
-    /// make one pass over memory each, their intermediates in per-thread buffers (see
-    /// [`Executable`]). The results are [`Program::run`]'s, bit for bit.
+    /// The program compiled for [`Executable::run`]: its elementwise ops, and its reductions over
+    /// the last dim with the ops around them, grouped into chains that make one pass over
+    /// memory each, their intermediates in per-thread buffers (see [`Executable`]). The results
+    /// are [`Program::run`]'s, bit for bit.
     ///
     /// ```
     /// use ndarray::arr1;
@@ -514,7 +520,7 @@ impl Program {
     /// The program's row chains: reductions over the last dim with the elementwise nodes
     /// around them, each run a tile of rows at a time. A node joins the latest chain that
     /// holds one of its operands and takes it, else the latest that takes it, else starts one;
-    /// chains without a reduction are left to the fused loops.
+    /// chains without a reduction are left to the groups.
     fn row_chains(&self) -> Vec<RowBuild> {
         let mut chain_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
         let mut chains: Vec<RowBuild> = Vec::new();
@@ -652,7 +658,7 @@ impl Program {
         })
     }
 
-    /// The fused loop of `members` (node indices, in order) over `shape`, writing the members
+    /// The chain of `members` (node indices, in order) over `shape`, without folds, writing the members
     /// `needed` says to arrays.
     fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
         let size = |ty: ElementType| kernels_of(ty).element_size();
@@ -926,7 +932,7 @@ impl Executable {
     }
 
     /// Runs the program on `inputs`, writing its results into `outputs` (one per output, of its
-    /// type and shape, any layout): an output a fused loop computes is written there in place,
+    /// type and shape, any layout): an output a chain computes is written there in place,
     /// the others are copied in. Nothing the size of an output is allocated for it, and the
     /// large intermediates that reductions need are kept from one run for the next, so a loop
     /// that calls this allocates no large array after its first call.
@@ -979,7 +985,7 @@ impl Executable {
     }
 
     /// Runs every stage; the outputs in `direct` (checked: one per program output, or none)
-    /// that a fused loop computes are written in place and left out of the values returned.
+    /// that a chain computes are written in place and left out of the values returned.
     fn execute<'t>(
         &'t self,
         inputs: &'t [Tensor],
