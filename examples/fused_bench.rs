@@ -42,6 +42,33 @@ fn input(shape: &[usize], seed: u32) -> Tensor {
     Tensor::from(ArrayD::from_shape_vec(IxDyn(shape), v).expect("the shape's length"))
 }
 
+/// Times `p` compiled on inputs of `shapes`, allocating and into arrays it allocated once, and
+/// prints both lines; gives the inputs and outputs.
+fn executable(
+    name: &str,
+    size: &str,
+    p: &Program,
+    shapes: &[Vec<usize>],
+    calls: usize,
+) -> (Vec<Tensor>, Vec<Tensor>) {
+    let inputs: Vec<Tensor> = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, s)| input(s, k as u32))
+        .collect();
+    let exe = p.compile().expect("compiles");
+    let mut outs = exe.run(&inputs).expect("runs");
+    let fused = median(calls, &mut || {
+        drop(black_box(exe.run(&inputs).expect("runs")))
+    });
+    let into = median(calls, &mut || {
+        exe.run_into(&inputs, &mut outs).expect("runs")
+    });
+    println!("{name} {size} executable {fused:.4}");
+    println!("{name} {size} executable_into {into:.4}");
+    (inputs, outs)
+}
+
 fn main() {
     let modules = std::env::args().nth(1);
     let mut texts = Vec::new();
@@ -83,19 +110,7 @@ fn main() {
         ];
         let mut floors: Vec<(&str, f64)> = Vec::new();
         for (name, p, shapes) in cases {
-            let inputs: Vec<Tensor> = shapes
-                .iter()
-                .enumerate()
-                .map(|(k, s)| input(s, k as u32))
-                .collect();
-            let exe = p.compile().expect("compiles");
-            let mut outs = exe.run(&inputs).expect("runs");
-            let fused = median(calls, &mut || {
-                drop(black_box(exe.run(&inputs).expect("runs")))
-            });
-            let into = median(calls, &mut || {
-                exe.run_into(&inputs, &mut outs).expect("runs")
-            });
+            let (inputs, outs) = executable(name, &size, &p, &shapes, calls);
             let op_by_op = median(calls, &mut || {
                 drop(black_box(p.run(&inputs).expect("runs")))
             });
@@ -104,8 +119,6 @@ fn main() {
                 name,
                 (inputs.iter().chain(&outs).map(bytes).sum::<usize>()) as f64,
             ));
-            println!("{name} {size} executable {fused:.4}");
-            println!("{name} {size} executable_into {into:.4}");
             println!("{name} {size} op_by_op {op_by_op:.4}");
             texts.push(serde_json::json!({
                 "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
@@ -202,21 +215,7 @@ fn main() {
             ),
         ];
         for (name, p, shapes) in cases {
-            let inputs: Vec<Tensor> = shapes
-                .iter()
-                .enumerate()
-                .map(|(k, s)| input(s, k as u32))
-                .collect();
-            let exe = p.compile().expect("compiles");
-            let mut outs = exe.run(&inputs).expect("runs");
-            let fused = median(calls, &mut || {
-                drop(black_box(exe.run(&inputs).expect("runs")))
-            });
-            let into = median(calls, &mut || {
-                exe.run_into(&inputs, &mut outs).expect("runs")
-            });
-            println!("{name} {size} executable {fused:.4}");
-            println!("{name} {size} executable_into {into:.4}");
+            executable(name, &size, &p, &shapes, calls);
             texts.push(serde_json::json!({
                 "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
             }));

@@ -41,7 +41,7 @@ const TILE_BYTES: usize = 16 << 10;
 const CHUNK_BYTES: usize = 4 << 10;
 
 /// One step of a chain.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum RowStep {
     /// `kernel` into register `out` from registers `args` (as many as it has inputs). A full
     /// `out` may read per-row registers (splatted along the row); a per-row `out` reads
@@ -52,23 +52,20 @@ pub(crate) enum RowStep {
         args: [usize; 3],
     },
     /// Per-row register `out` is the fold `run` of each row of full register `src`, starting
-    /// from the element at `identity`.
+    /// from the chain's identity number `identity`.
     Fold {
         run: FoldFn,
-        identity: *const u8,
+        identity: usize,
         out: usize,
         src: usize,
     },
 }
 
-// SAFETY: the identities a chain's folds point to are elements that are only read, by any
-// thread; everything else in it is `Sync` already.
-unsafe impl Sync for RowStep {}
-
 /// A chain over `shape` (its last dim the rows'). Registers `0..operands.len()` are the
 /// operands' (an input's is read from it; an output's, `written`, is stored to it); the others
 /// are intermediates. A full operand is seen at `shape`, a per-row one at `shape` without its
-/// last dim. `per_row` and `sizes` give every register's kind and element size. An output with
+/// last dim. `per_row` and `sizes` give every register's kind and element size; `identities`
+/// the elements the folds start from. An output with
 /// `final_output` is read by nothing after the chain: a large chain may stream it past the
 /// cache (one that is read next is better left to the cache's way).
 pub(crate) struct RowChain<'a> {
@@ -78,7 +75,15 @@ pub(crate) struct RowChain<'a> {
     pub per_row: &'a [bool],
     pub sizes: &'a [usize],
     pub steps: &'a [RowStep],
+    pub identities: &'a [Identity],
 }
+
+/// The element a fold starts from, read by every thread.
+#[derive(Clone, Copy)]
+pub(crate) struct Identity(pub *const u8);
+
+// SAFETY: an identity is an element that is only read, by any thread.
+unsafe impl Sync for Identity {}
 
 /// Where a tile's register is: its buffer (rows `pitch` elements apart), its operand's rows in
 /// place (a full input or output with unit stride along the rows), or its buffer filled once
@@ -112,7 +117,7 @@ struct Walk<'a> {
 ///
 /// # Safety
 /// Each step's kernel or fold is a table one for its registers' element types (an output's of
-/// `sizes[out]` bytes, with no drop glue), each identity an element of its fold's type; every
+/// `sizes[out]` bytes, with no drop glue), each fold's identity an element of its type; every
 /// register a step reads is an input operand or written by an earlier step; each written
 /// operand addresses, at every index of its shape, a distinct slot of its type that nothing
 /// else touches, and is written by exactly one step; the inputs are seen at their shapes. A
@@ -433,6 +438,7 @@ unsafe fn tile(
                 // each row's `n` contiguous elements of `src` (whole rows: a chain with folds is
                 // not cut in chunks) folded into its slot.
                 unsafe {
+                    let identity = chain.identities[identity].0;
                     copy_strided(identity, 0, buf[out], z(out), count, chain.sizes[out]);
                     // The tile's rows in one call where they are `pitch` apart, else one by
                     // one: each row is folded alone either way.

@@ -19,8 +19,7 @@ use std::sync::Mutex;
 
 use super::eval::{eval, mismatch};
 use super::{Direction, ElementType, Op, Program, Reduction, Tensor, Unwritten, Value};
-use crate::engine::reduce::FoldFn;
-use crate::engine::rows::{self, MAX_OPERANDS};
+use crate::engine::rows::{self, RowStep, MAX_OPERANDS};
 use crate::engine::table::{self, Kernel};
 use crate::engine::Strides;
 use crate::engine::{Operand, SlotInfo};
@@ -151,6 +150,8 @@ struct Rows {
     per_row: Vec<bool>,
     sizes: Vec<usize>,
     steps: Vec<RowStep>,
+    /// The rank-0 tensors the folds start from.
+    identities: Vec<Tensor>,
 }
 
 /// A value read by a row chain: placed by `dims` at the chain's shape, or per row at its outer
@@ -160,23 +161,6 @@ struct RowInput {
     value: usize,
     dims: Vec<usize>,
     per_row: bool,
-}
-
-/// One step of a row chain, as compiled: a table kernel, or a reduction's fold from its
-/// identity (a rank-0 tensor).
-#[derive(Debug, Clone)]
-enum RowStep {
-    Map {
-        kernel: Kernel,
-        out: usize,
-        args: [usize; 3],
-    },
-    Fold {
-        run: FoldFn,
-        identity: Tensor,
-        out: usize,
-        src: usize,
-    },
 }
 
 /// A kernel step while a chain's registers are assigned.
@@ -606,6 +590,7 @@ impl Program {
             sizes.push(size(self.nodes[m].ty));
         }
         let mut steps = Vec::with_capacity(b.members.len());
+        let mut identities = Vec::new();
         for (&i, read) in b.members.iter().zip(&reads) {
             let reg: Vec<usize> = read
                 .iter()
@@ -625,11 +610,12 @@ impl Program {
                 Op::Reduce { op, x, .. } => {
                     let ty = self.nodes[x.index].ty;
                     let name = self.op_name(i);
+                    identities.push(Tensor::identity(ty, *op).ok_or_else(|| mismatch(name))?);
                     RowStep::Fold {
                         run: kernels_of(ty)
                             .fold_kernel(*op)
                             .ok_or_else(|| mismatch(name))?,
-                        identity: Tensor::identity(ty, *op).ok_or_else(|| mismatch(name))?,
+                        identity: identities.len() - 1,
                         out: register_of(i),
                         src: reg[0],
                     }
@@ -655,6 +641,7 @@ impl Program {
             per_row,
             sizes,
             steps,
+            identities,
         })
     }
 
@@ -791,6 +778,7 @@ impl Program {
             per_row: vec![false; sizes.len()],
             sizes,
             steps,
+            identities: Vec::new(),
         })
     }
 
@@ -1108,30 +1096,13 @@ impl Executable {
             let final_output: Vec<bool> = (0..operands.len())
                 .map(|k| k >= r.inputs.len() && r.last_use[k - r.inputs.len()])
                 .collect();
-            let steps: Vec<rows::RowStep> = r
-                .steps
+            let identities: Vec<rows::Identity> = r
+                .identities
                 .iter()
-                .map(|st| match st {
-                    RowStep::Map { kernel, out, args } => rows::RowStep::Map {
-                        kernel: *kernel,
-                        out: *out,
-                        args: *args,
-                    },
-                    RowStep::Fold {
-                        run,
-                        identity,
-                        out,
-                        src,
-                    } => rows::RowStep::Fold {
-                        run: *run,
-                        identity: identity.first_element(),
-                        out: *out,
-                        src: *src,
-                    },
-                })
+                .map(|t| rows::Identity(t.first_element()))
                 .collect();
-            let one = match &steps[..] {
-                [rows::RowStep::Map { kernel, out, args }] if r.outputs.len() == 1 => {
+            let one = match &r.steps[..] {
+                [RowStep::Map { kernel, out, args }] if r.outputs.len() == 1 => {
                     (*out == r.inputs.len()).then_some((*kernel, *args))
                 }
                 _ => None,
@@ -1161,7 +1132,8 @@ impl Executable {
                     final_output: &final_output,
                     per_row: &r.per_row,
                     sizes: &r.sizes,
-                    steps: &steps,
+                    steps: &r.steps,
+                    identities: &identities,
                 };
                 // SAFETY: the kernels and folds were chosen for their registers' types
                 // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor of
