@@ -230,8 +230,8 @@ pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + S
 /// Runs `claim` here and `help` on up to `helpers` threads of Rayon's current pool, under the
 /// caller's [`Parallelism`]; returns once all have returned, then resumes the first panic.
 ///
-/// Panics are caught here, never unwound into Rayon: a second panic's payload is dropped, and
-/// one whose `Drop` panics as well is leaked, so no payload can take down a pool thread.
+/// Panics are caught here, never unwound into Rayon: a second panic's payload is dropped (a
+/// `Drop` that panics is caught), so no payload can take down a pool thread.
 #[cfg(feature = "rayon")]
 fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync), help: &(dyn Fn() + Sync)) {
     use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -244,8 +244,12 @@ fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync), help: &(dyn Fn() + Sy
                 None => *slot = Some(payload),
                 Some(_) => {
                     drop(slot);
+                    // A payload whose drop panics is dropped in turn, and the payload of that
+                    // panic too; only one deeper still is leaked.
                     if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-                        std::mem::forget(again);
+                        if let Err(deeper) = catch_unwind(AssertUnwindSafe(move || drop(again))) {
+                            std::mem::forget(deeper);
+                        }
                     }
                 }
             }
