@@ -398,3 +398,36 @@ fn row_chains_match_run() {
     ];
     check("layer_norm softmax", &p, &inputs);
 }
+
+/// An output that a later stage reads (the dense backward's `dz`, read by its bias-gradient
+/// sum) is written into the caller's array when that array is laid out as `run` lays out the
+/// value, and the later stage reads it there: `run`'s bits, in the caller's own allocation.
+#[test]
+fn outputs_read_later_are_written_in_place() {
+    let mut rng = Rng(0x1234_5678_9abc_def0);
+    for (m, n) in [(7, 9), (300, 200)] {
+        let p = dense_backward(m, n);
+        let inputs = [
+            tensor(&mut rng, &[m, n], false),
+            tensor(&mut rng, &[m, n], false),
+        ];
+        let want = p.run(&inputs).unwrap();
+        let exe = p.compile().unwrap();
+        let mut outs = vec![
+            Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[m, n]))),
+            Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[n]))),
+        ];
+        let ptr = |t: &Tensor| match t {
+            Tensor::F32(a) => a.as_ptr(),
+            other => panic!("not f32: {other:?}"),
+        };
+        let before = ptr(&outs[0]);
+        for _ in 0..2 {
+            exe.run_into(&inputs, &mut outs).unwrap();
+            assert_eq!(ptr(&outs[0]), before, "dz was not written in place");
+            for (k, (g, w)) in outs.iter().zip(&want).enumerate() {
+                assert!(bits(g) == bits(w), "({m}, {n}) output {k} differs");
+            }
+        }
+    }
+}

@@ -143,7 +143,10 @@ struct Rows {
     inputs: Vec<RowInput>,
     outputs: Vec<usize>,
     /// For each of `outputs`, the program output it may be written to in place by
-    /// [`Executable::run_into`]: one that is output once and read by nothing after the chain.
+    /// [`Executable::run_into`]: one that is output once. One that a later stage reads is
+    /// written there only when the caller's array is laid out as `Program::run` lays out the
+    /// value (a later reduction folds in an order its layout decides), and is lent to those
+    /// stages as the value.
     direct: Vec<Option<usize>>,
     /// For each of `outputs`, whether nothing after the chain reads it.
     last_use: Vec<bool>,
@@ -380,7 +383,7 @@ impl Program {
                         .enumerate()
                         .filter(|(_, v)| v.index == m);
                     let (k, _) = slots.next()?;
-                    (slots.next().is_none() && !read_later(m)).then_some(k)
+                    slots.next().is_none().then_some(k)
                 })
                 .collect()
         };
@@ -906,7 +909,7 @@ impl Executable {
     /// As [`Program::run`]: the wrong count, type or shape of inputs, or a result too large to
     /// allocate.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let mut values = self.execute(inputs, &mut [])?;
+        let (mut values, _) = self.execute(inputs, &mut [])?;
         let outputs = &self.program.outputs;
         let mut results = Vec::with_capacity(outputs.len());
         for (k, v) in outputs.iter().enumerate() {
@@ -963,7 +966,10 @@ impl Executable {
             }
             crate::front::check_out("run_into", &node.shape, out.shape())?;
         }
-        let values = self.execute(inputs, outputs)?;
+        let (mut values, lent) = self.execute(inputs, outputs)?;
+        for &(k, m) in &lent {
+            outputs[k] = values[m].take().expect("a lent output").into_owned();
+        }
         for (out, v) in outputs.iter_mut().zip(&program.outputs) {
             if let Some(value) = &values[v.index] {
                 out.assign_from("run_into", value)?;
@@ -973,12 +979,15 @@ impl Executable {
     }
 
     /// Runs every stage; the outputs in `direct` (checked: one per program output, or none)
-    /// that a chain computes are written in place and left out of the values returned.
+    /// that a chain computes are written in place and left out of the values returned, but
+    /// for those a later stage reads: their arrays are lent to the values, and listed as
+    /// (output, value) for the caller to take back (on an error they are put back here).
+    #[allow(clippy::type_complexity)]
     fn execute<'t>(
         &'t self,
         inputs: &'t [Tensor],
         direct: &mut [Tensor],
-    ) -> Result<Vec<Option<Cow<'t, Tensor>>>> {
+    ) -> Result<(Vec<Option<Cow<'t, Tensor>>>, Vec<(usize, usize)>)> {
         let program = &self.program;
         let mut values = program.inputs("run", inputs)?;
         for (i, node) in program.nodes.iter().enumerate() {
@@ -986,6 +995,26 @@ impl Executable {
                 values[i] = Some(Cow::Borrowed(t));
             }
         }
+        let mut lent = Vec::new();
+        if let Err(e) = self.stages(&mut values, direct, &mut lent) {
+            for (k, m) in lent {
+                if let Some(t) = values[m].take() {
+                    direct[k] = t.into_owned();
+                }
+            }
+            return Err(e);
+        }
+        Ok((values, lent))
+    }
+
+    /// Runs the stages in order, as [`Executable::execute`] says.
+    fn stages<'t>(
+        &'t self,
+        values: &mut [Option<Cow<'t, Tensor>>],
+        direct: &mut [Tensor],
+        lent: &mut Vec<(usize, usize)>,
+    ) -> Result<()> {
+        let program = &self.program;
         for (s, stage) in self.stages.iter().enumerate() {
             match stage {
                 Stage::Node(i) => {
@@ -994,7 +1023,7 @@ impl Executable {
                     let out = eval(&program.nodes[*i], &get)?;
                     values[*i] = Some(Cow::Owned(out));
                 }
-                Stage::Rows(r) => self.run_rows(r, &mut values, direct)?,
+                Stage::Rows(r) => self.run_rows(r, values, direct, lent)?,
             }
             for &v in &self.drops[s] {
                 if let Some(Cow::Owned(t)) = values[v].take() {
@@ -1002,8 +1031,9 @@ impl Executable {
                 }
             }
         }
-        Ok(values)
+        Ok(())
     }
+
     /// Runs row chain `r`: a tile of rows at a time when each of its reductions reads rows that
     /// `Program::run` would find contiguous in memory (so that they fold in its order), else
     /// node by node as `Program::run` does. Its outputs in `direct` are written there.
@@ -1012,6 +1042,7 @@ impl Executable {
         r: &Rows,
         values: &mut [Option<Cow<'t, Tensor>>],
         direct: &mut [Tensor],
+        lent: &mut Vec<(usize, usize)>,
     ) -> Result<()> {
         let program = &self.program;
         // A chain without folds may be rank 0; one with them is not.
@@ -1061,10 +1092,20 @@ impl Executable {
             }
             return Ok(());
         }
-        let has_direct = !direct.is_empty();
+        // The caller's arrays the outputs are written to: those nothing after reads, and those
+        // laid out as `Program::run` lays them out (lent to the later stages).
+        let member_layout =
+            |m: usize| &layout[r.members.iter().position(|&x| x == m).expect("a member")];
+        let target: Vec<Option<usize>> = (0..r.outputs.len())
+            .map(|k| {
+                let d = r.direct[k].filter(|_| !direct.is_empty())?;
+                let same = direct[d].strides() == &member_layout(r.outputs[k])[..];
+                (r.last_use[k] || same).then_some(d)
+            })
+            .collect();
         let mut fresh: Vec<(usize, Member)> = Vec::new();
         for (k, &m) in r.outputs.iter().enumerate() {
-            if !has_direct || r.direct[k].is_none() {
+            if target[k].is_none() {
                 let own = &layout[r.members.iter().position(|&x| x == m).expect("a member")];
                 let (ty, shape) = (program.nodes[m].ty, &program.nodes[m].shape);
                 let member = match self.scratch.take(ty, shape, own) {
@@ -1083,8 +1124,8 @@ impl Executable {
             let allocated = fresh.iter().any(|(_, t)| matches!(t, Member::Fresh(_)));
             let mut fresh_iter = fresh.iter_mut();
             let mut slots: Vec<Option<&mut Tensor>> = direct.iter_mut().map(Some).collect();
-            for k in 0..r.outputs.len() {
-                operands.push(match r.direct[k].filter(|_| has_direct) {
+            for &to in &target {
+                operands.push(match to {
                     Some(d) => slots[d].take().expect("one member per output").output(),
                     None => match &mut fresh_iter.next().expect("allocated").1 {
                         Member::Fresh(t) => t.operand(),
@@ -1153,6 +1194,13 @@ impl Executable {
                 Member::Kept(t) => t,
             };
             values[m] = Some(Cow::Owned(t));
+        }
+        for (k, &m) in r.outputs.iter().enumerate() {
+            if let (Some(d), false) = (target[k], r.last_use[k]) {
+                let stand_in = kernels_of(program.nodes[m].ty);
+                values[m] = Some(Cow::Owned(std::mem::replace(&mut direct[d], stand_in)));
+                lent.push((d, m));
+            }
         }
         Ok(())
     }
