@@ -431,3 +431,24 @@ fn outputs_read_later_are_written_in_place() {
         }
     }
 }
+
+/// A row chain whose tile cannot be allocated (one row of 2^60 elements on 64-bit targets,
+/// broadcast from a single one, so no input is that large) is an allocation error, as in
+/// `Program::run`: never a panic or an abort.
+#[test]
+fn unallocatable_row_chains_are_errors() {
+    let n = 1usize << (usize::BITS - 4);
+    let mut p = Program::new("huge_rows");
+    let x = p.parameter::<f32>(&[1]);
+    let b = p.broadcast_in_dim(x, &[1, n], &[0]).unwrap();
+    let s = p.reduce_sum(b, &[1]).unwrap();
+    p.output(s).unwrap();
+    let exe = p.compile().unwrap();
+    assert!(format!("{exe:?}").contains("Rows"));
+    let x = [Tensor::from(ArrayD::<f32>::ones(IxDyn(&[1])))];
+    assert!(matches!(
+        exe.run(&x),
+        Err(BroadcastError::Allocation { .. })
+    ));
+    assert!(matches!(p.run(&x), Err(BroadcastError::Allocation { .. })));
+}

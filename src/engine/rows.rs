@@ -27,6 +27,7 @@ use super::reduce::FoldFn;
 use super::stage;
 use super::stream;
 use super::table::{copy_strided, splat_rows, Kernel};
+use crate::error::{BroadcastError, Result};
 use smallvec::SmallVec;
 
 /// The most operands (inputs and outputs) of a chain without per-row registers: the planner
@@ -123,7 +124,12 @@ struct Walk<'a> {
 /// else touches, and is written by exactly one step; the inputs are seen at their shapes. A
 /// chain with per-row registers has rank 1 or more; one without has at most [`MAX_OPERANDS`]
 /// operands.
-pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
+///
+/// # Errors
+/// [`BroadcastError::Allocation`], having written nothing, when the calling thread's buffers
+/// for a tile cannot be allocated (rows of hundreds of MiB). A pool thread that cannot allocate
+/// what the caller could panics.
+pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     let n_ops = chain.operands.len();
     let by_rows = chain.per_row.iter().any(|&p| p);
     let (dims, strides): (Vec<usize>, Vec<Strides>) = if by_rows {
@@ -157,7 +163,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
     let m: usize = outer.iter().product();
     if m == 0 || n == 0 {
         assert!(!by_rows, "a chain with folds over an empty shape");
-        return;
+        return Ok(());
     }
     let regs = chain.sizes.len();
     let widest = chain.sizes.iter().copied().max().unwrap_or(1).max(1);
@@ -229,6 +235,13 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
         gathered: &gathered,
         copied: &copied,
     };
+    if stage::with_staging(total, |_| ()).is_none() {
+        return Err(BroadcastError::Allocation {
+            op: "run",
+            shape: shape.into(),
+            bytes: total.checked_mul(64),
+        });
+    }
     let units = m * chunks;
     let align = if chunks == 1 { rows } else { 1 };
     parallel::split(units, parallel::pieces(traffic), align, &|range| {
@@ -282,10 +295,12 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) {
             }
         };
         if stage::with_staging(total, work).is_none() {
-            // No memory for the buffers: an abort is not an option, nor is a wrong result.
+            // No memory on a pool thread for what the caller's thread could allocate: an abort
+            // is not an option, nor is a wrong result.
             panic!("a chain's buffers ({total} cache lines) could not be allocated");
         }
     });
+    Ok(())
 }
 
 /// The element offset of row `row` (a flat index over `outer`) in an operand whose strides

@@ -1184,7 +1184,7 @@ impl Executable {
                 // inputs are placed at the chain's shape or, per row, at its outer shape; a
                 // chain with folds has no dim of size 0, one without at most `MAX_OPERANDS`
                 // operands (`Program::compile` bounds its groups).
-                unsafe { rows::run(&r.shape, &chain) };
+                unsafe { rows::run(&r.shape, &chain) }?;
             }
         }
         for (m, t) in fresh {
