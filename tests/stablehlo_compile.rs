@@ -450,5 +450,9 @@ fn unallocatable_row_chains_are_errors() {
         exe.run(&x),
         Err(BroadcastError::Allocation { .. })
     ));
-    assert!(matches!(p.run(&x), Err(BroadcastError::Allocation { .. })));
+    // `run` needs the broadcast row as an array: 2^62 bytes, refused on 64-bit targets (a
+    // 32-bit one may find the 1 GiB it needs there).
+    if usize::BITS == 64 {
+        assert!(matches!(p.run(&x), Err(BroadcastError::Allocation { .. })));
+    }
 }
