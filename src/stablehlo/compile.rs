@@ -557,6 +557,8 @@ impl Program {
         let full = |v: usize| self.nodes[v].shape == b.shape;
         let mut inputs: Vec<RowInput> = Vec::new();
         let mut reads = Vec::with_capacity(b.members.len());
+        // Each operand of each member: `None` for a member, else its input's number.
+        let mut sources: Vec<Vec<Option<usize>>> = Vec::with_capacity(b.members.len());
         // A node reads its inputs at its own level; a reduction reads a full value.
         let reads_per_row = |i: usize| !full(i) && !matches!(self.nodes[i].op, Op::Reduce { .. });
         for &i in &b.members {
@@ -564,17 +566,28 @@ impl Program {
                 Op::Reduce { x, .. } => vec![(*x, iota(rank).to_vec())],
                 _ => self.placements(i)?,
             };
+            let mut source = Vec::with_capacity(read.len());
             for (v, dims) in &read {
+                if is_member(v.index) {
+                    source.push(None);
+                    continue;
+                }
                 let input = RowInput {
                     value: v.index,
                     dims: dims.clone(),
                     per_row: reads_per_row(i),
                 };
-                if !is_member(v.index) && !inputs.contains(&input) {
-                    inputs.push(input);
-                }
+                let k = match inputs.iter().position(|w| *w == input) {
+                    Some(k) => k,
+                    None => {
+                        inputs.push(input);
+                        inputs.len() - 1
+                    }
+                };
+                source.push(Some(k));
             }
             reads.push(read);
+            sources.push(source);
         }
         let outputs: Vec<usize> = b.members.iter().copied().filter(|&m| needed[m]).collect();
         let temps: Vec<usize> = b.members.iter().copied().filter(|&m| !needed[m]).collect();
@@ -594,20 +607,11 @@ impl Program {
         }
         let mut steps = Vec::with_capacity(b.members.len());
         let mut identities = Vec::new();
-        for (&i, read) in b.members.iter().zip(&reads) {
+        for ((&i, read), source) in b.members.iter().zip(&reads).zip(&sources) {
             let reg: Vec<usize> = read
                 .iter()
-                .map(|(v, dims)| match is_member(v.index) {
-                    true => register_of(v.index),
-                    false => {
-                        let input = RowInput {
-                            value: v.index,
-                            dims: dims.clone(),
-                            per_row: reads_per_row(i),
-                        };
-                        inputs.iter().position(|w| *w == input).expect("an input")
-                    }
-                })
+                .zip(source)
+                .map(|((v, _), k)| k.unwrap_or_else(|| register_of(v.index)))
                 .collect();
             steps.push(match &self.nodes[i].op {
                 Op::Reduce { op, x, .. } => {
