@@ -46,6 +46,9 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+#[macro_use]
+mod op_table;
+
 pub mod element;
 mod engine;
 pub mod error;

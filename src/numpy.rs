@@ -177,8 +177,9 @@ where
 }
 
 macro_rules! numpy_family {
-    ($( $name:ident, $bound:path, $ret:ty, $f:expr, $t:literal, $expect:literal; )*) => {$(
-        #[doc = concat!("`", stringify!($name), "` under NumPy broadcasting (element semantics: XLA's, see [`crate::element`], for arithmetic; IEEE for comparisons).")]
+    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident, [$($methods:ident),*],
+        $paddle:ident, [$($std:tt)*], $t:literal, $expect:literal; )*) => {$(
+        #[doc = concat!("`", stringify!($name), "` under NumPy broadcasting, with XLA's element semantics ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]
         ///
         /// ```
         /// use ndarray::array;
@@ -189,40 +190,44 @@ macro_rules! numpy_family {
         #[doc = concat!("assert_eq!(r[[1, 1]], ", $expect, "); // 4 ", stringify!($name), " 3")]
         #[doc = concat!("assert!(numpy::", stringify!($name), "(&a, &array![1", $t, ", 2", $t, ", 3", $t, "]).is_err());")]
         /// ```
-        pub fn $name<A, D, E>(a: &ArrayRef<A, D>, b: &ArrayRef<A, E>) -> Result<Array<$ret, DimMaxOf<D, E>>>
+        pub fn $name<A, D, E>(a: &ArrayRef<A, D>, b: &ArrayRef<A, E>) -> Result<Array<A, DimMaxOf<D, E>>>
         where
             A: $bound,
             D: Dimension + DimMax<E>,
             E: Dimension,
         {
-            numpy_zip(stringify!($name), a, b, $f)
+            numpy_zip(stringify!($name), a, b, A::$elem)
         }
     )*};
 }
 
-numpy_family! {
-    add, XlaElement, A, A::xla_add, "i64", "7";
-    sub, XlaNumber, A, A::xla_sub, "i64", "1";
-    mul, XlaElement, A, A::xla_mul, "i64", "12";
-    div, XlaNumber, A, A::xla_div, "i64", "1";
-    rem, XlaReal, A, A::xla_rem, "i64", "1";
-    max, XlaOrd, A, A::xla_max, "i64", "4";
-    min, XlaOrd, A, A::xla_min, "i64", "3";
-    pow, XlaNumber, A, A::xla_pow, "i64", "64";
-    and, XlaBitwise, A, A::xla_and, "i64", "0";
-    or, XlaBitwise, A, A::xla_or, "i64", "7";
-    xor, XlaBitwise, A, A::xla_xor, "i64", "7";
-    shift_left, XlaInteger, A, A::xla_shift_left, "i64", "32";
-    shift_right_arithmetic, XlaInteger, A, A::xla_shift_right_arithmetic, "i64", "0";
-    shift_right_logical, XlaInteger, A, A::xla_shift_right_logical, "i64", "0";
-    atan2, XlaFloat, A, A::xla_atan2, "f64", "4f64.atan2(3.0)";
-    eq, Equal, bool, |x: A, y: A| x == y, "i64", "false";
-    ne, Equal, bool, |x: A, y: A| x != y, "i64", "true";
-    lt, Compare, bool, |x: A, y: A| x < y, "i64", "false";
-    le, Compare, bool, |x: A, y: A| x <= y, "i64", "false";
-    gt, Compare, bool, |x: A, y: A| x > y, "i64", "true";
-    ge, Compare, bool, |x: A, y: A| x >= y, "i64", "true";
+binary_ops!(numpy_family);
+
+macro_rules! numpy_compare {
+    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $cmp:tt, [$($methods:ident),*], $expect:literal; )*) => {$(
+        #[doc = concat!("`a ", stringify!($cmp), " b` under NumPy broadcasting, as IEEE-754 compares (any comparison with NaN is false, except `ne`).")]
+        ///
+        /// ```
+        /// use ndarray::array;
+        /// use xla_bcast::numpy;
+        ///
+        /// let a = array![[1, 2], [3, 4]];
+        #[doc = concat!("let r = numpy::", stringify!($name), "(&a, &array![2, 4]).unwrap();")]
+        #[doc = concat!("assert_eq!(r, array!", $expect, ");")]
+        #[doc = concat!("assert!(numpy::", stringify!($name), "(&a, &array![1, 2, 3]).is_err());")]
+        /// ```
+        pub fn $name<A, D, E>(a: &ArrayRef<A, D>, b: &ArrayRef<A, E>) -> Result<Array<bool, DimMaxOf<D, E>>>
+        where
+            A: $bound + Clone + Sync,
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            numpy_zip(stringify!($name), a, b, |x: A, y: A| x $cmp y)
+        }
+    )*};
 }
+
+compare_ops!(numpy_compare);
 
 /// NumPy's `clip(a, a_min, a_max)` with XLA's `clamp` per element (`min(max(a, a_min), a_max)`,
 /// NaN propagating): the three broadcast together by NumPy's rule (NumPy clips with bounds of

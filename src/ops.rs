@@ -283,7 +283,8 @@ impl<A, D: Dimension> ZipBcast<A, D> for ArrayRef<A, D> {}
 /// Generates the arithmetic family: for each op, the allocating method, `_into` and the in-place
 /// `_assign` form, all over the same three implementations above.
 macro_rules! arith_family {
-    ($( $op:literal, $bound:ident, $elem:ident, $name:ident, $into:ident, $assign:ident, $t:literal, $expect:literal; )*) => {
+    ($( $op:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident, [$name:ident, $into:ident, $assign:ident],
+        $paddle:ident, [$($std:tt)*], $t:literal, $expect:literal; )*) => {
         /// The strict XLA elementwise binary ops, on every ndarray array and view.
         ///
         /// Each op takes the rhs and its explicit `broadcast_dimensions` (XLA's rule, see
@@ -294,7 +295,7 @@ macro_rules! arith_family {
         /// the result shape) and `op_assign_bcast` (in place, `self` already has the result shape).
         pub trait ArithBcast<A: XlaElement, D: Dimension>: Sealed<A, D> {
             $(
-                #[doc = concat!("Elementwise `", $op, "` with XLA broadcasting ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]
+                #[doc = concat!("Elementwise `", stringify!($op), "` with XLA broadcasting ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]
                 ///
                 /// # Errors
                 /// Any [`BroadcastError`] of [`crate::shape::binary_op_shape`].
@@ -306,7 +307,7 @@ macro_rules! arith_family {
                 #[doc = concat!("let a = array![[1", $t, ", 2", $t, "], [3", $t, ", 4", $t, "]];")]
                 #[doc = concat!("let v = array![2", $t, ", 3", $t, "];")]
                 #[doc = concat!("let c = a.", stringify!($name), "(&v, &[1]).unwrap();")]
-                #[doc = concat!("assert_eq!(c[[1, 1]], ", $expect, "); // 4 ", $op, " 3")]
+                #[doc = concat!("assert_eq!(c[[1, 1]], ", $expect, "); // 4 ", stringify!($op), " 3")]
                 #[doc = concat!("assert!(a.", stringify!($name), "(&v, &[]).is_err()); // no implicit rank promotion")]
                 /// ```
                 fn $name<E>(&self, rhs: &ArrayRef<A, E>, broadcast_dimensions: &[usize]) -> Result<Array<A, DimMaxOf<D, E>>>
@@ -315,7 +316,7 @@ macro_rules! arith_family {
                     D: DimMax<E>,
                     E: Dimension,
                 {
-                    zip_collect($op, self.array(), rhs, broadcast_dimensions, A::$elem)
+                    zip_collect(stringify!($op), self.array(), rhs, broadcast_dimensions, A::$elem)
                 }
 
                 #[doc = concat!("[`", stringify!($name), "`](ArithBcast::", stringify!($name), ") into `out`, which must have the result's shape (otherwise [`BroadcastError::OutputShape`] and nothing is written).")]
@@ -334,7 +335,7 @@ macro_rules! arith_family {
                     E: Dimension,
                     O: Dimension,
                 {
-                    zip_into($op, self.array(), rhs, broadcast_dimensions, out, A::$elem)
+                    zip_into(stringify!($op), self.array(), rhs, broadcast_dimensions, out, A::$elem)
                 }
 
                 #[doc = concat!("In-place [`", stringify!($name), "`](ArithBcast::", stringify!($name), "): `self` must already have the result's shape (otherwise [`BroadcastError::OutputShape`] and `self` is unchanged).")]
@@ -352,7 +353,7 @@ macro_rules! arith_family {
                     A: $bound,
                     E: Dimension,
                 {
-                    zip_assign($op, self.array_mut(), rhs, broadcast_dimensions, A::$elem)
+                    zip_assign(stringify!($op), self.array_mut(), rhs, broadcast_dimensions, A::$elem)
                 }
             )*
 
@@ -381,27 +382,11 @@ macro_rules! arith_family {
     };
 }
 
-arith_family! {
-    "add", XlaElement, xla_add, add_bcast, add_bcast_into, add_assign_bcast, "i64", "7";
-    "sub", XlaNumber, xla_sub, sub_bcast, sub_bcast_into, sub_assign_bcast, "i64", "1";
-    "mul", XlaElement, xla_mul, mul_bcast, mul_bcast_into, mul_assign_bcast, "i64", "12";
-    "div", XlaNumber, xla_div, div_bcast, div_bcast_into, div_assign_bcast, "i64", "1";
-    "rem", XlaReal, xla_rem, rem_bcast, rem_bcast_into, rem_assign_bcast, "i64", "1";
-    "max", XlaOrd, xla_max, max_bcast, max_bcast_into, max_assign_bcast, "i64", "4";
-    "min", XlaOrd, xla_min, min_bcast, min_bcast_into, min_assign_bcast, "i64", "3";
-    "pow", XlaNumber, xla_pow, pow_bcast, pow_bcast_into, pow_assign_bcast, "i64", "64";
-    "and", XlaBitwise, xla_and, and_bcast, and_bcast_into, and_assign_bcast, "i64", "0";
-    "or", XlaBitwise, xla_or, or_bcast, or_bcast_into, or_assign_bcast, "i64", "7";
-    "xor", XlaBitwise, xla_xor, xor_bcast, xor_bcast_into, xor_assign_bcast, "i64", "7";
-    "shift_left", XlaInteger, xla_shift_left, shift_left_bcast, shift_left_bcast_into, shift_left_assign_bcast, "i64", "32";
-    "shift_right_arithmetic", XlaInteger, xla_shift_right_arithmetic, shift_right_arithmetic_bcast, shift_right_arithmetic_bcast_into, shift_right_arithmetic_assign_bcast, "i64", "0";
-    "shift_right_logical", XlaInteger, xla_shift_right_logical, shift_right_logical_bcast, shift_right_logical_bcast_into, shift_right_logical_assign_bcast, "i64", "0";
-    "atan2", XlaFloat, xla_atan2, atan2_bcast, atan2_bcast_into, atan2_assign_bcast, "f64", "4f64.atan2(3.0)";
-}
+binary_ops!(arith_family);
 
 /// Generates the comparison family over the same implementation.
 macro_rules! compare_family {
-    ($( $op:literal, $name:ident, $into:ident, $bound:ident, $cmp:tt, $expect:literal; )*) => {
+    ($( $op:ident, $hlo:literal, $v:ident, $bound:ident, $cmp:tt, [$name:ident, $into:ident], $expect:literal; )*) => {
         /// XLA `Compare` with broadcasting, giving `bool` arrays, on every ndarray array and view.
         ///
         /// Floats compare as IEEE-754 does (any comparison with NaN is false, except `ne`);
@@ -425,7 +410,7 @@ macro_rules! compare_family {
                     D: DimMax<E>,
                     E: Dimension,
                 {
-                    zip_collect($op, self.array(), rhs, broadcast_dimensions, |a: A, b: A| a $cmp b)
+                    zip_collect(stringify!($op), self.array(), rhs, broadcast_dimensions, |a: A, b: A| a $cmp b)
                 }
 
                 #[doc = concat!("[`", stringify!($name), "`](CompareBcast::", stringify!($name), ") into a `bool` array of the result's shape.")]
@@ -444,7 +429,7 @@ macro_rules! compare_family {
                     E: Dimension,
                     O: Dimension,
                 {
-                    zip_into($op, self.array(), rhs, broadcast_dimensions, out, |a: A, b: A| a $cmp b)
+                    zip_into(stringify!($op), self.array(), rhs, broadcast_dimensions, out, |a: A, b: A| a $cmp b)
                 }
             )*
         }
@@ -453,14 +438,7 @@ macro_rules! compare_family {
     };
 }
 
-compare_family! {
-    "eq", eq_bcast, eq_bcast_into, PartialEq, ==, "[[false, false], [false, true]]";
-    "ne", ne_bcast, ne_bcast_into, PartialEq, !=, "[[true, true], [true, false]]";
-    "lt", lt_bcast, lt_bcast_into, PartialOrd, <, "[[true, true], [false, false]]";
-    "le", le_bcast, le_bcast_into, PartialOrd, <=, "[[true, true], [false, true]]";
-    "gt", gt_bcast, gt_bcast_into, PartialOrd, >, "[[false, false], [true, false]]";
-    "ge", ge_bcast, ge_bcast_into, PartialOrd, >=, "[[false, false], [true, true]]";
-}
+compare_ops!(compare_family);
 
 /// `select`'s three operands as engine inputs at their common shape, kept in `out`.
 #[allow(clippy::type_complexity)]

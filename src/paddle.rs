@@ -89,7 +89,8 @@ where
 }
 
 macro_rules! paddle_family {
-    ($( $name:ident, $bound:ident, $elem:ident, $t:literal, $expect:literal; )*) => {$(
+    ($( $op:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident, [$($methods:ident),*],
+        $name:ident, [$($std:tt)*], $t:literal, $expect:literal; )*) => {$(
         #[doc = concat!("Paddle's `", stringify!($name), "(x, y, axis)`, with XLA element semantics ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]
         ///
         /// ```
@@ -112,23 +113,7 @@ macro_rules! paddle_family {
     )*};
 }
 
-paddle_family! {
-    elementwise_add, XlaElement, xla_add, "i64", "7";
-    elementwise_sub, XlaNumber, xla_sub, "i64", "1";
-    elementwise_mul, XlaElement, xla_mul, "i64", "12";
-    elementwise_div, XlaNumber, xla_div, "i64", "1";
-    elementwise_max, XlaOrd, xla_max, "i64", "4";
-    elementwise_min, XlaOrd, xla_min, "i64", "3";
-    elementwise_pow, XlaNumber, xla_pow, "i64", "64";
-    elementwise_mod, XlaReal, xla_rem, "i64", "1";
-    elementwise_and, XlaBitwise, xla_and, "i64", "0";
-    elementwise_or, XlaBitwise, xla_or, "i64", "7";
-    elementwise_xor, XlaBitwise, xla_xor, "i64", "7";
-    elementwise_shift_left, XlaInteger, xla_shift_left, "i64", "32";
-    elementwise_shift_right_arithmetic, XlaInteger, xla_shift_right_arithmetic, "i64", "0";
-    elementwise_shift_right_logical, XlaInteger, xla_shift_right_logical, "i64", "0";
-    elementwise_atan2, XlaFloat, xla_atan2, "f64", "4f64.atan2(3.0)";
-}
+binary_ops!(paddle_family);
 
 /// Paddle's `clip(x, min, max)`: every element held between two scalars, with XLA's `clamp`
 /// per element (`min(max(x, min), max)`, NaN propagating).

@@ -386,7 +386,7 @@ macro_rules! each_array_rhs {
 /// `lhs <op> rhs` under the strict rule, for one form of each side (its extra generics, its
 /// type, and for the rhs the bounds of its generics).
 macro_rules! binary_impl {
-    ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident,
+    ($trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident,
      [$($lg:tt)*] [$($lhs:tt)*] [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
         impl<$($lg)* $($rg)* A, S, D, E> $trait<$($rhs)*> for $($lhs)*
         where
@@ -407,7 +407,7 @@ macro_rules! binary_impl {
 
 /// `lhs <op>= rhs` in place (the result must have the lhs's shape), for one form of the rhs.
 macro_rules! assign_impl {
-    ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident,
+    ($trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident,
      [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
         impl<$($rg)* A, S, D, E> $trait<$($rhs)*> for Strict<S, D>
         where
@@ -429,7 +429,7 @@ macro_rules! assign_impl {
 /// too; and a plain ndarray lhs with a strict rhs, whose result is strict (ndarray's own
 /// operators take every other rhs of a plain array).
 macro_rules! binary_operator {
-    ($trait:ident, $method:ident, $assign_trait:ident, $assign:ident, $op:literal, $bound:ident, $elem:ident) => {
+    ($trait:ident, $method:ident, $assign_trait:ident, $assign:ident, $op:expr, $bound:ident, $elem:ident) => {
         binary_operator!(@strict $trait, $method, $op, $bound, $elem, [] [Strict<S, D>]);
         binary_operator!(@strict $trait, $method, $op, $bound, $elem, ['l,] [&'l Strict<S, D>]);
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, [] [ArrayBase<S, D>]);
@@ -448,7 +448,7 @@ macro_rules! binary_operator {
             }
         }
     };
-    (@strict $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
+    (@strict $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
         each_array_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]));
 
         impl<$($lg)* A, S, D> $trait<A> for $($lhs)*
@@ -472,7 +472,7 @@ macro_rules! binary_operator {
             }
         }
     };
-    (@plain $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
+    (@plain $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
         binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
             [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
         binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
@@ -480,65 +480,28 @@ macro_rules! binary_operator {
     };
 }
 
-binary_operator!(Add, add, AddAssign, add_assign, "add", XlaElement, xla_add);
-binary_operator!(Sub, sub, SubAssign, sub_assign, "sub", XlaNumber, xla_sub);
-binary_operator!(Mul, mul, MulAssign, mul_assign, "mul", XlaElement, xla_mul);
-binary_operator!(Div, div, DivAssign, div_assign, "div", XlaNumber, xla_div);
-binary_operator!(Rem, rem, RemAssign, rem_assign, "rem", XlaReal, xla_rem);
-binary_operator!(
-    BitAnd,
-    bitand,
-    BitAndAssign,
-    bitand_assign,
-    "and",
-    XlaBitwise,
-    xla_and
-);
-binary_operator!(
-    BitOr,
-    bitor,
-    BitOrAssign,
-    bitor_assign,
-    "or",
-    XlaBitwise,
-    xla_or
-);
-binary_operator!(
-    BitXor,
-    bitxor,
-    BitXorAssign,
-    bitxor_assign,
-    "xor",
-    XlaBitwise,
-    xla_xor
-);
-binary_operator!(
-    Shl,
-    shl,
-    ShlAssign,
-    shl_assign,
-    "shift_left",
-    XlaInteger,
-    xla_shift_left
-);
-binary_operator!(
-    Shr,
-    shr,
-    ShrAssign,
-    shr_assign,
-    "shift_right_arithmetic",
-    XlaInteger,
-    xla_shift_right_arithmetic
-);
+/// The operators of the ops that have one in `std::ops` (the table's rows with one).
+macro_rules! strict_operators {
+    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident, [$($methods:ident),*],
+        $paddle:ident, [$($std:tt)*], $t:literal, $expect:literal; )*) => {
+        $(strict_operators!(@row [$($std)*] $name, $bound, $elem);)*
+    };
+    (@row [] $($rest:tt)*) => {};
+    (@row [$trait:ident, $method:ident, $assign_trait:ident, $assign:ident] $name:ident, $bound:ident, $elem:ident) => {
+        binary_operator!($trait, $method, $assign_trait, $assign, stringify!($name), $bound, $elem);
+    };
+}
+
+binary_ops!(strict_operators);
 
 /// Scalars on the left (`2.0 * a.strict()`), one impl per element type (a generic one would
 /// break the orphan rule) and strict form.
 macro_rules! scalar_lhs {
-    ($trait:ident, $method:ident, $op:literal, $elem:ident: $($t:ty),*) => {$(
+    ($trait:ident, $method:ident, $op:expr, $elem:ident: $($t:ty),*) => {$(
         scalar_lhs!(@form $trait, $method, $op, $elem, $t, [] [Strict<S, D>]);
         scalar_lhs!(@form $trait, $method, $op, $elem, $t, ['r,] [&'r Strict<S, D>]);
     )*};
-    (@form $trait:ident, $method:ident, $op:literal, $elem:ident, $t:ty, [$($g:tt)*] [$($form:tt)*]) => {
+    (@form $trait:ident, $method:ident, $op:expr, $elem:ident, $t:ty, [$($g:tt)*] [$($form:tt)*]) => {
         impl<$($g)* S, D> $trait<$($form)*> for $t
         where
             S: Data<Elem = $t>,
@@ -581,11 +544,11 @@ scalar_lhs!(
 
 /// The unary operators, on owned and borrowed strict arrays.
 macro_rules! unary_operator {
-    ($trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident) => {
+    ($trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident) => {
         unary_operator!(@form $trait, $method, $op, $bound, $elem, [] [Strict<S, D>]);
         unary_operator!(@form $trait, $method, $op, $bound, $elem, ['l,] [&'l Strict<S, D>]);
     };
-    (@form $trait:ident, $method:ident, $op:literal, $bound:ident, $elem:ident, [$($g:tt)*] [$($form:tt)*]) => {
+    (@form $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($g:tt)*] [$($form:tt)*]) => {
         impl<$($g)* A, S, D> $trait for $($form)*
         where
             A: $bound,

@@ -19,38 +19,26 @@ mod elem {
     use super::super::math;
     use super::*;
 
+    /// The table's element functions ([`crate::op_table`]) as types.
     macro_rules! binary {
-        ($($v:ident: $bound:ident::$f:ident;)*) => {$(
+        ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident, [$($methods:ident),*],
+            $paddle:ident, [$($std:tt)*], $t:literal, $expect:literal; )*) => {$(
             pub struct $v;
             impl<T: $bound> Elementwise<T, 2> for $v {
                 type Out = T;
                 #[inline(always)]
                 fn f([a, b]: [T; 2]) -> T {
-                    T::$f(a, b)
+                    T::$elem(a, b)
                 }
             }
         )*};
     }
-    binary! {
-        Add: XlaElement::xla_add;
-        Sub: XlaNumber::xla_sub;
-        Mul: XlaElement::xla_mul;
-        Div: XlaNumber::xla_div;
-        Rem: XlaReal::xla_rem;
-        Max: XlaOrd::xla_max;
-        Min: XlaOrd::xla_min;
-        Pow: XlaNumber::xla_pow;
-        And: XlaBitwise::xla_and;
-        Or: XlaBitwise::xla_or;
-        Xor: XlaBitwise::xla_xor;
-        ShiftLeft: XlaInteger::xla_shift_left;
-        ShiftRightArithmetic: XlaInteger::xla_shift_right_arithmetic;
-        ShiftRightLogical: XlaInteger::xla_shift_right_logical;
-        Atan2: XlaFloat::xla_atan2;
-    }
+    binary_ops!(binary);
 
     macro_rules! compare {
-        ($($v:ident: $bound:ident, $cmp:tt;)*) => {$(
+        ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $cmp:tt, [$($methods:ident),*], $expect:literal; )*) => {$(
+            // `gt` and `ge` run as `lt` and `le` with the operands swapped: one kernel less each.
+            #[allow(dead_code)]
             pub struct $v;
             impl<T: $bound> Elementwise<T, 2> for $v {
                 type Out = bool;
@@ -61,12 +49,7 @@ mod elem {
             }
         )*};
     }
-    compare! {
-        Eq: PartialEq, ==;
-        Ne: PartialEq, !=;
-        Lt: PartialOrd, <;
-        Le: PartialOrd, <=;
-    }
+    compare_ops!(compare);
 
     /// The reductions' folds: each op's function from its identity.
     impl<T: XlaElement> TableFold<T> for Add {
@@ -1046,6 +1029,46 @@ fn binary_operands<'v>(
         lhs.placed(name, shape, &plan.lhs_dims)?,
         rhs.placed(name, shape, &plan.rhs_dims)?,
     ))
+}
+
+/// The recorder's run-time check of each op against an element kind ([`Binary::defined_for`],
+/// from the op table's element traits) and the evaluator's kernels agree on every type.
+#[cfg(test)]
+#[test]
+fn every_type_has_a_kernel_for_exactly_the_ops_its_kind_has() {
+    fn check<T: Kernels + StableHloElement>() {
+        for &op in Binary::ALL {
+            let want = op.defined_for(T::TYPE.kind);
+            assert_eq!(T::binary(op).is_some(), want, "{op:?} on {}", T::TYPE.name);
+        }
+        for &dir in Direction::ALL {
+            let want = !matches!(dir, Direction::Gt | Direction::Ge);
+            let ordered = !matches!(dir, Direction::Eq | Direction::Ne);
+            let want = want && !(ordered && T::TYPE.kind == super::Kind::Complex);
+            assert_eq!(T::compare(dir).is_some(), want, "{dir:?} on {}", T::TYPE.name);
+        }
+    }
+    check::<bool>();
+    check::<i8>();
+    check::<i16>();
+    check::<i32>();
+    check::<i64>();
+    check::<u8>();
+    check::<u16>();
+    check::<u32>();
+    check::<u64>();
+    check::<f32>();
+    check::<f64>();
+    #[cfg(feature = "half")]
+    {
+        check::<half::f16>();
+        check::<half::bf16>();
+    }
+    #[cfg(feature = "complex")]
+    {
+        check::<num_complex::Complex<f32>>();
+        check::<num_complex::Complex<f64>>();
+    }
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]

@@ -25,7 +25,7 @@
 //! assert!(text.contains("stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>"));
 //! ```
 //!
-//! What the export covers: every op of the crate's strict family (`add` .. `atan2`), the
+//! What the export covers: every binary op of the crate (`add_bcast` and its family), the
 //! comparisons, `select`, `clamp`, `broadcast_in_dim`, the sum [`Program::reduce_in_dim`] and
 //! the unary ops ([`Program::abs`] .. [`Program::sqrt`]: the exact ones so far) and the
 //! reductions over axes ([`Program::reduce_sum`] .. [`Program::reduce_or`]), on every element
@@ -80,6 +80,18 @@ pub enum Kind {
     Float,
     /// Complex numbers.
     Complex,
+}
+
+/// The kinds of element that implement an element trait of [`crate::element`], as a pattern
+/// over [`Kind`]: what the recorder checks at run time where the array ops check at compile time.
+macro_rules! kinds_of {
+    (XlaElement) => { Kind::Pred | Kind::Signed | Kind::Unsigned | Kind::Float | Kind::Complex };
+    (XlaNumber) => { Kind::Signed | Kind::Unsigned | Kind::Float | Kind::Complex };
+    (XlaReal) => { Kind::Signed | Kind::Unsigned | Kind::Float };
+    (XlaOrd) => { Kind::Pred | Kind::Signed | Kind::Unsigned | Kind::Float };
+    (XlaBitwise) => { Kind::Pred | Kind::Signed | Kind::Unsigned };
+    (XlaInteger) => { Kind::Signed | Kind::Unsigned };
+    (XlaFloat) => { Kind::Float | Kind::Complex };
 }
 
 /// The literals of each kind of element, exact: floats as bit patterns.
@@ -410,6 +422,10 @@ macro_rules! op_table {
         }
 
         impl $enum {
+            /// Every row, in the table's order.
+            #[cfg(test)]
+            pub(crate) const ALL: &'static [Self] = &[$($enum::$v,)*];
+
             /// The crate's name and StableHLO's.
             fn names(self) -> (&'static str, &'static str) {
                 match self {
@@ -432,58 +448,47 @@ macro_rules! op_table {
     };
 }
 
-op_table! {
-    /// The elementwise binary ops, by the crate's names.
-    Binary, binary,
-    "of `lhs` and `rhs` with XLA's `broadcast_dimensions`",
-    "The shape rule's error, or [`BroadcastError::ElementType`] when the operands' types differ or do not have the op.";
-    add => Add, "add";
-    sub => Sub, "subtract";
-    mul => Mul, "multiply";
-    div => Div, "divide";
-    rem => Rem, "remainder";
-    max => Max, "maximum";
-    min => Min, "minimum";
-    pow => Pow, "power";
-    and => And, "and";
-    or => Or, "or";
-    xor => Xor, "xor";
-    shift_left => ShiftLeft, "shift_left";
-    shift_right_arithmetic => ShiftRightArithmetic, "shift_right_arithmetic";
-    shift_right_logical => ShiftRightLogical, "shift_right_logical";
-    atan2 => Atan2, "atan2";
-}
-
-op_table! {
-    /// The comparison directions.
-    Direction, compare,
-    "of `lhs` and `rhs`, a `bool` result (`i1`), with XLA's `broadcast_dimensions`",
-    "The shape rule's error, or [`BroadcastError::ElementType`] (different types, or an order of complex numbers).";
-    eq => Eq, "EQ";
-    ne => Ne, "NE";
-    lt => Lt, "LT";
-    le => Le, "LE";
-    gt => Gt, "GT";
-    ge => Ge, "GE";
-}
-
-impl Binary {
-    /// Whether elements of `kind` have this op (the crate's traits, at run time).
-    fn defined_for(self, kind: Kind) -> bool {
-        use Kind::*;
-        match self {
-            Binary::Add | Binary::Mul => true,
-            Binary::Sub | Binary::Div | Binary::Pow => kind != Pred,
-            Binary::Rem => matches!(kind, Signed | Unsigned | Float),
-            Binary::Max | Binary::Min => kind != Complex,
-            Binary::And | Binary::Or | Binary::Xor => matches!(kind, Pred | Signed | Unsigned),
-            Binary::ShiftLeft | Binary::ShiftRightArithmetic | Binary::ShiftRightLogical => {
-                matches!(kind, Signed | Unsigned)
-            }
-            Binary::Atan2 => matches!(kind, Float | Complex),
+/// The binary ops of the table ([`crate::op_table`]): their enum, names and recording
+/// methods, and the element kinds each is defined on (its element trait's).
+macro_rules! program_binary {
+    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident, [$($methods:ident),*],
+        $paddle:ident, [$($std:tt)*], $t:literal, $expect:literal; )*) => {
+        op_table! {
+            /// The elementwise binary ops, by the crate's names.
+            Binary, binary,
+            "of `lhs` and `rhs` with XLA's `broadcast_dimensions`",
+            "The shape rule's error, or [`BroadcastError::ElementType`] when the operands' types differ or do not have the op.";
+            $($name => $v, $hlo;)*
         }
-    }
+
+        impl Binary {
+            /// Whether elements of `kind` have this op (its element trait's kinds).
+            fn defined_for(self, kind: Kind) -> bool {
+                match self {
+                    $(Binary::$v => matches!(kind, kinds_of!($bound)),)*
+                }
+            }
+        }
+    };
 }
+
+binary_ops!(program_binary);
+
+/// The comparisons of the table ([`crate::op_table`]): their enum, directions and recording
+/// methods.
+macro_rules! program_compare {
+    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $cmp:tt, [$($methods:ident),*], $expect:literal; )*) => {
+        op_table! {
+            /// The comparison directions.
+            Direction, compare,
+            "of `lhs` and `rhs`, a `bool` result (`i1`), with XLA's `broadcast_dimensions`",
+            "The shape rule's error, or [`BroadcastError::ElementType`] (different types, or an order of complex numbers).";
+            $($name => $v, $hlo;)*
+        }
+    };
+}
+
+compare_ops!(program_compare);
 
 /// Generates, from one row per unary op, its enum, its StableHLO name and the [`Program`]
 /// method that records it (JAX `lax`'s name).
