@@ -1045,7 +1045,12 @@ fn every_type_has_a_kernel_for_exactly_the_ops_its_kind_has() {
             let want = !matches!(dir, Direction::Gt | Direction::Ge);
             let ordered = !matches!(dir, Direction::Eq | Direction::Ne);
             let want = want && !(ordered && T::TYPE.kind == super::Kind::Complex);
-            assert_eq!(T::compare(dir).is_some(), want, "{dir:?} on {}", T::TYPE.name);
+            assert_eq!(
+                T::compare(dir).is_some(),
+                want,
+                "{dir:?} on {}",
+                T::TYPE.name
+            );
         }
     }
     check::<bool>();

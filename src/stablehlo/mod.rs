@@ -85,13 +85,27 @@ pub enum Kind {
 /// The kinds of element that implement an element trait of [`crate::element`], as a pattern
 /// over [`Kind`]: what the recorder checks at run time where the array ops check at compile time.
 macro_rules! kinds_of {
-    (XlaElement) => { Kind::Pred | Kind::Signed | Kind::Unsigned | Kind::Float | Kind::Complex };
-    (XlaNumber) => { Kind::Signed | Kind::Unsigned | Kind::Float | Kind::Complex };
-    (XlaReal) => { Kind::Signed | Kind::Unsigned | Kind::Float };
-    (XlaOrd) => { Kind::Pred | Kind::Signed | Kind::Unsigned | Kind::Float };
-    (XlaBitwise) => { Kind::Pred | Kind::Signed | Kind::Unsigned };
-    (XlaInteger) => { Kind::Signed | Kind::Unsigned };
-    (XlaFloat) => { Kind::Float | Kind::Complex };
+    (XlaElement) => {
+        Kind::Pred | Kind::Signed | Kind::Unsigned | Kind::Float | Kind::Complex
+    };
+    (XlaNumber) => {
+        Kind::Signed | Kind::Unsigned | Kind::Float | Kind::Complex
+    };
+    (XlaReal) => {
+        Kind::Signed | Kind::Unsigned | Kind::Float
+    };
+    (XlaOrd) => {
+        Kind::Pred | Kind::Signed | Kind::Unsigned | Kind::Float
+    };
+    (XlaBitwise) => {
+        Kind::Pred | Kind::Signed | Kind::Unsigned
+    };
+    (XlaInteger) => {
+        Kind::Signed | Kind::Unsigned
+    };
+    (XlaFloat) => {
+        Kind::Float | Kind::Complex
+    };
 }
 
 /// The literals of each kind of element, exact: floats as bit patterns.
