@@ -34,6 +34,37 @@ fn median(calls: usize, f: &mut dyn FnMut()) -> f64 {
     t[calls / 2]
 }
 
+/// The median time of `f` in ms over `calls` calls on a fresh value of `make` each (made
+/// outside the timing), after one warm-up call.
+fn median_on<T>(calls: usize, make: &mut dyn FnMut() -> T, f: &mut dyn FnMut(T)) -> f64 {
+    f(make());
+    let mut t: Vec<f64> = (0..calls)
+        .map(|_| {
+            let v = make();
+            let s = Instant::now();
+            f(v);
+            s.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(|a, b| a.total_cmp(b));
+    t[calls / 2]
+}
+
+/// The layer norm of `workloads::layer_norm_of` written eagerly, as a user would with
+/// `in_dims` on an owned `x`: the crate's row sums for the statistics (the squares in one
+/// temporary), and one strict chain that writes into `x`'s buffer.
+fn layer_norm_eager(x: ArrayD<f32>, g: &Array1<f32>, b: &Array1<f32>) -> ArrayD<f32> {
+    let last = x.ndim() - 1;
+    let outer: Vec<usize> = (0..last).collect();
+    let rows = x.shape()[..last].to_vec();
+    let n = x.shape()[last] as f32;
+    let mean = x.reduce_in_dim(&rows[..], &outer).expect("rows") / n;
+    let xc = x.into_strict() - mean.in_dims(&outer);
+    let var = (&xc * &xc).reduce_in_dim(&rows[..], &outer).expect("rows") / n;
+    let rstd = var.mapv_into(|v| 1.0 / (v + 1e-5).sqrt());
+    (xc * rstd.in_dims(&outer) * g.in_dims(&[last]) + b.in_dims(&[last])).into_inner()
+}
+
 fn input(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
     let v: Vec<f32> = (0..n as u32)
@@ -215,10 +246,26 @@ fn main() {
             ),
         ];
         for (name, p, shapes) in cases {
-            executable(name, &size, &p, &shapes, calls);
+            let (inputs, outs) = executable(name, &size, &p, &shapes, calls);
             texts.push(serde_json::json!({
                 "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
             }));
+            if name == "layer_norm" {
+                let array = |t: &Tensor| t.view::<f32>().expect("f32").to_owned();
+                let (x, g, b) = (array(&inputs[0]), array(&inputs[1]), array(&inputs[2]));
+                let (g, b) = (
+                    g.into_dimensionality().expect("a row"),
+                    b.into_dimensionality().expect("a row"),
+                );
+                let y = layer_norm_eager(x.clone(), &g, &b);
+                let compiled = outs[0].view::<f32>().expect("f32");
+                let worst = (&y - &compiled).fold(0f32, |m, d| m.max(d.abs()));
+                assert!(worst < 1e-4, "the eager layer norm is off by {worst}");
+                let eager = median_on(calls, &mut || x.clone(), &mut |x| {
+                    drop(black_box(layer_norm_eager(x, &g, &b)))
+                });
+                println!("layer_norm {size} eager_in_dims {eager:.4}");
+            }
         }
         let x = ndarray::Array1::from_shape_fn(elements, |i| (i % 2000) as f32 * 0.004 - 4.0);
         let mut copy = ndarray::Array1::<f32>::zeros(elements);

@@ -180,6 +180,41 @@ pub enum BroadcastError {
         reason: String,
     },
 
+    /// A program or executable got the wrong number of inputs or outputs.
+    ArgumentCount {
+        /// The operation.
+        op: &'static str,
+        /// The program's name.
+        program: String,
+        /// `"inputs"` or `"outputs"`.
+        kind: &'static str,
+        /// The number the program takes.
+        expected: usize,
+        /// The number given.
+        got: usize,
+    },
+
+    /// An argument of the wrong shape: a program's input or output (named with its index), or
+    /// a gradient given to the adjoint.
+    ArgumentShape {
+        /// The operation.
+        op: &'static str,
+        /// The argument: `input 1 of program "ln"`, `output 0 of program "ln"`, `grad`.
+        argument: String,
+        /// The shape it must have.
+        expected: Box<[usize]>,
+        /// The shape given.
+        got: Box<[usize]>,
+    },
+
+    /// A value recorded by another program, given to this one.
+    ForeignValue {
+        /// The operation.
+        op: &'static str,
+        /// The name of the program the value was given to.
+        program: String,
+    },
+
     /// A result's rank differs from the rank of the dimension type it is returned in (a fixed
     /// `Ix1`..`Ix6` that the operands' types promised).
     ResultRank {
@@ -272,6 +307,23 @@ pub enum BroadcastError {
         dims: Box<[usize]>,
         /// The offending index, described.
         what: String,
+    },
+
+    /// The adjoint of `broadcast_in_dim` ([`ReduceInDim`](crate::reduce::ReduceInDim),
+    /// `Program::reduce_in_dim`) got `broadcast_dimensions` that do not place its result's
+    /// shape in the array it sums. The message says what the dims mean and suggests the dims
+    /// that fit the shapes given.
+    ReduceInDims {
+        /// The operation.
+        op: &'static str,
+        /// The shape of the array summed.
+        array: Box<[usize]>,
+        /// The shape asked for: the result's.
+        result: Box<[usize]>,
+        /// The `broadcast_dimensions` given.
+        dims: Box<[usize]>,
+        /// What is wrong with them.
+        reason: String,
     },
 
     /// The axes of a reduction are not distinct dims of its operand.
@@ -479,6 +531,38 @@ impl std::fmt::Display for BroadcastError {
                 "{op}: dims {} need a buffer of {needed} elements, got {got}",
                 sh(dims)
             ),
+            BroadcastError::ReduceInDims { op, array, result, dims, reason } => {
+                write!(
+                    out,
+                    "{op}: {} summed to {} with broadcast_dimensions {}: {reason}; \
+                    broadcast_dimensions name the array dims the result keeps (result dim i is \
+                    array dim dims[i], the others are summed away), not the axes summed",
+                    sh(array), sh(result), sh(dims)
+                )?;
+                let fits = suggested_dims(result, array);
+                match fits.as_slice() {
+                    [] => write!(out, "; no strictly increasing dims fit these shapes"),
+                    [one] => write!(out, "; {} fits these shapes", sh(one)),
+                    many => {
+                        let all: Vec<String> = many.iter().map(|d| sh(d)).collect();
+                        write!(out, "; {} fit these shapes", all.join(" or "))
+                    }
+                }
+            }
+            BroadcastError::ArgumentCount { op, program, kind, expected, got } => write!(
+                out,
+                "{op}: program {program:?} takes {expected} {kind}, but {got} were given"
+            ),
+            BroadcastError::ArgumentShape { op, argument, expected, got } => write!(
+                out,
+                "{op}: {argument} has shape {} but must have shape {}",
+                sh(got), sh(expected)
+            ),
+            BroadcastError::ForeignValue { op, program } => write!(
+                out,
+                "{op}: a value of another program was given to program {program:?}; use the \
+                values this program (or the program it was cloned from) recorded"
+            ),
             BroadcastError::IndexOutOfRange { op, dims, what } => write!(
                 out,
                 "{op}: {what} is out of range for dims {}", sh(dims)
@@ -538,6 +622,10 @@ impl BroadcastError {
             | Self::Layout { op, .. }
             | Self::BufferTooShort { op, .. }
             | Self::IndexOutOfRange { op, .. }
+            | Self::ReduceInDims { op, .. }
+            | Self::ArgumentCount { op, .. }
+            | Self::ArgumentShape { op, .. }
+            | Self::ForeignValue { op, .. }
             | Self::ReduceAxes { op, .. } => op,
             Self::ParseShape { .. } => "parse_shape",
             Self::Sharding { .. } => "shard",

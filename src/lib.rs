@@ -81,7 +81,7 @@ pub mod prelude {
         ArithBcast, BroadcastInDim, ClampBcast, CompareBcast, SelectBcast, ZipBcast,
     };
     pub use crate::reduce::{unbroadcast_grads, ReduceInDim};
-    pub use crate::strict::{IntoStrict, Strict, StrictArray, StrictView};
+    pub use crate::strict::{InDims, IntoStrict, Strict, StrictArray, StrictView};
     pub use crate::{set_parallelism, with_parallelism, Parallelism};
 }
 

@@ -26,7 +26,7 @@ use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::FoldOrder;
 use crate::error::{BroadcastError, Result};
-use crate::front::{check_out, into_dim, zip_collect, DimMaxOf};
+use crate::front::{check_grad, into_dim, zip_collect, DimMaxOf};
 use crate::ops::ClampBcast;
 use crate::reduce::reduce_fresh;
 use crate::shape::{numpy_shape_for, ShapeArg};
@@ -338,6 +338,6 @@ pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
     grad: &ArrayRef<A, D>,
 ) -> Result<(Array<A, IxDyn>, Array<A, IxDyn>)> {
     let out = numpy_shape_for("unbroadcast_grads", &[a_shape, b_shape])?;
-    check_out("unbroadcast_grads", &out, grad.shape())?;
+    check_grad("unbroadcast_grads", &out, grad.shape())?;
     Ok((sum_to_shape(grad, a_shape)?, sum_to_shape(grad, b_shape)?))
 }

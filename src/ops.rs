@@ -26,7 +26,7 @@ use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, Xl
 use crate::engine::{self, Fresh, Seen, Src, Zip3};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{clamp_shape, iota, select_shape, Dims, ShapeArg};
-use crate::strict::{Strict, StrictView};
+use crate::strict::{InDims, Strict, StrictView};
 use crate::view::broadcast_in_dim_view;
 use sealed::Sealed;
 
@@ -356,6 +356,24 @@ macro_rules! arith_family {
                     zip_assign(stringify!($op), self.array_mut(), rhs, broadcast_dimensions, A::$elem)
                 }
             )*
+
+            /// This array as a lower-rank operand of the strict operators, with its
+            /// `broadcast_dimensions`: dim `i` of `self` is dim `broadcast_dimensions[i]` of the
+            /// other side, as in the `_bcast` methods. See [`InDims`].
+            ///
+            /// ```
+            /// use ndarray::array;
+            /// use xla_bcast::prelude::*;
+            ///
+            /// let x = array![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]];
+            /// let mu = array![1.5, 3.5, 5.5]; // one per row: dim 0
+            /// let beta = array![10.0, 20.0]; // one per column: dim 1
+            /// let y = x.into_strict() - mu.in_dims(&[0]) + beta.in_dims(&[1]);
+            /// assert_eq!(y, array![[9.5, 20.5], [9.5, 20.5], [9.5, 20.5]]);
+            /// ```
+            fn in_dims<'a>(&'a self, broadcast_dimensions: &'a [usize]) -> InDims<'a, A, D> {
+                InDims::new(self.array(), broadcast_dimensions)
+            }
 
             /// A view of this array behind the `std::ops` operators with strict XLA semantics:
             /// equal ranks with degenerate (size-1) broadcasting, rank-0 arrays and scalars

@@ -22,7 +22,7 @@ use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::FoldOrder;
 use crate::error::Result;
-use crate::front::{check_out, into_dim, zip_collect, DimMaxOf};
+use crate::front::{check_grad, into_dim, zip_collect, DimMaxOf};
 use crate::ops::ClampBcast;
 use crate::reduce::reduce_fresh;
 use crate::shape::paddle_plan;
@@ -152,7 +152,7 @@ pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
 ) -> Result<(Array<A, IxDyn>, Array<A, IxDyn>)> {
     let op = "unbroadcast_grads";
     let plan = paddle_plan(op, x_shape, y_shape, axis)?;
-    check_out(op, &plan.out, grad.shape())?;
+    check_grad(op, &plan.out, grad.shape())?;
     let identity = |n: usize| (0..n).collect::<Vec<usize>>();
     let (x_dims, y_dims) = match x_shape.len().cmp(&y_shape.len()) {
         std::cmp::Ordering::Less => (plan.dims.clone(), identity(y_shape.len())),

@@ -26,27 +26,46 @@ use ndarray::{Array, ArrayRef, Dimension};
 use crate::element::XlaElement;
 use crate::engine::{self, Fold, FoldOrder};
 use crate::error::Result;
-use crate::front::check_out;
+use crate::front::check_grad;
 use crate::ops::sealed::Sealed;
-use crate::shape::{binary_plan, in_dim_check, ShapeArg};
+use crate::shape::{binary_plan, reduce_in_dim_check, ShapeArg};
 
 /// Reductions back to an operand's shape, on every ndarray array and view.
 pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     /// The adjoint of [`broadcast_in_dim`](crate::ops::BroadcastInDim::broadcast_in_dim): this
     /// array (of the broadcast's output shape) summed back to `operand_shape`.
     ///
+    /// `broadcast_dimensions` are the broadcast's: the dims of this array that the result
+    /// **keeps**, result dim `i` being this array's dim `broadcast_dimensions[i]`. Every other
+    /// dim (and every kept dim where the result has size 1) is summed away. They are not
+    /// NumPy's `axis`, which names the dims summed away:
+    ///
+    /// | NumPy, on a `(4, 5)` array `a` | here |
+    /// |---|---|
+    /// | `a.sum(axis=0)` (shape `(5,)`) | `a.reduce_in_dim(5, &[1])` |
+    /// | `a.sum(axis=1)` (shape `(4,)`) | `a.reduce_in_dim(4, &[0])` |
+    /// | `a.sum(axis=0, keepdims=True)` | `a.reduce_in_dim((1, 5), &[0, 1])` |
+    /// | `a.sum()` | `a.reduce_in_dim((), &[])` |
+    ///
     /// # Errors
-    /// When `operand_shape` with `broadcast_dimensions` does not broadcast to this array's shape
-    /// (the same checks as `broadcast_in_dim`, reported for `reduce_in_dim`);
+    /// [`BroadcastError::ReduceInDims`](crate::BroadcastError::ReduceInDims) when
+    /// `operand_shape` with `broadcast_dimensions` does not broadcast to this array's shape (the
+    /// checks of `broadcast_in_dim`); its message suggests the dims that fit.
     /// [`BroadcastError::Allocation`](crate::BroadcastError::Allocation) when the result cannot
     /// be allocated.
     ///
     /// ```
-    /// use ndarray::array;
+    /// use ndarray::{array, Array1};
     /// use xla_bcast::prelude::*;
     ///
     /// let g = array![[1, 2, 3], [4, 5, 6]];
     /// assert_eq!(g.reduce_in_dim(&[3], &[1]).unwrap(), array![5, 7, 9].into_dyn());
+    /// // NumPy's g.sum(axis=0): the result keeps dim 1.
+    /// let cols: Array1<i32> = g.reduce_in_dim(3, &[1]).unwrap();
+    /// assert_eq!(cols, array![5, 7, 9]);
+    /// // Naming the axis summed (0) instead is an error that says so and suggests [1].
+    /// let err = g.reduce_in_dim(3, &[0]).unwrap_err().to_string();
+    /// assert!(err.contains("not the axes summed") && err.contains("[1] fits"), "{err}");
     /// assert_eq!(g.reduce_in_dim(&[2, 1], &[0, 1]).unwrap(), array![[6], [15]].into_dyn());
     /// assert_eq!(g.reduce_in_dim(&[3, 2], &[1, 0]).unwrap(), g.t().into_dyn()); // transpose back
     /// assert!(g.reduce_in_dim(&[2], &[1]).is_err());
@@ -209,7 +228,7 @@ where
     E: Dimension,
     F: Fn(A, A) -> A + Sync,
 {
-    in_dim_check(op, out.shape(), src.shape(), dims)?;
+    reduce_in_dim_check(op, out.shape(), src.shape(), dims)?;
     let from = operand_dim_of(src.ndim(), dims);
     let fold = Fold {
         identity: &identity,
@@ -237,7 +256,7 @@ where
     D: Dimension,
     O: Dimension,
 {
-    in_dim_check(op, operand_shape.slice(), src.shape(), dims)?;
+    reduce_in_dim_check(op, operand_shape.slice(), src.shape(), dims)?;
     let mut out = engine::filled(op, operand_shape, &identity)?;
     let from = operand_dim_of(src.ndim(), dims);
     let fold = Fold {
@@ -287,7 +306,7 @@ where
         rhs_shape.slice(),
         broadcast_dimensions,
     )?;
-    check_out(op, &plan.out, grad.shape())?;
+    check_grad(op, &plan.out, grad.shape())?;
     fn sum<A: XlaElement, D: Dimension, O: Dimension>(
         grad: &ArrayRef<A, D>,
         shape: O,

@@ -17,9 +17,12 @@ use smallvec::SmallVec;
 use crate::error::{BroadcastError, Result};
 
 /// A shape given to an op that makes a result of that shape ([`broadcast_in_dim`], the
-/// reductions): it decides the result's dimension type. A slice, `&[usize; N]` or `&Vec<usize>`
-/// gives `IxDyn`; an array `[usize; N]` or a tuple gives the fixed-rank type (`Ix2`, `Ix3`, ...),
-/// so a program keeps its ndarray dimension types through these ops.
+/// reductions): it decides the result's dimension type as ndarray's constructors do. Every
+/// shape ndarray's constructors take is one: a bare `usize` gives `Ix1`; an array `[usize; N]`,
+/// a tuple or a fixed `Dim` (an `Array2`'s `raw_dim()`) gives that rank's type (`Ix2`, `Ix3`,
+/// ...), so a program keeps its ndarray dimension types through these ops; `IxDyn` (an
+/// `ArrayD`'s `raw_dim()`), a slice, a `Vec<usize>` (or a reference to one) and `&[usize; N]`
+/// give `IxDyn`.
 ///
 /// [`broadcast_in_dim`]: crate::ops::BroadcastInDim::broadcast_in_dim
 ///
@@ -33,6 +36,12 @@ use crate::error::{BroadcastError, Result};
 /// let u: ArrayView2<i32> = v.broadcast_in_dim((2, 3), &[1]).unwrap();
 /// assert_eq!(d, t.into_dyn());
 /// assert_eq!(t, u);
+/// // Another array's dimension, and a bare size, as ndarray's constructors take them.
+/// let m = ndarray::Array2::<i32>::zeros((2, 3));
+/// let w: ArrayView2<i32> = v.broadcast_in_dim(m.raw_dim(), &[1]).unwrap();
+/// assert_eq!(w, t);
+/// let sums: ndarray::Array1<i32> = m.reduce_in_dim(3, &[1]).unwrap();
+/// assert_eq!(sums, array![0, 0, 0]);
 /// ```
 pub trait ShapeArg {
     /// The dimension type of a result of this shape.
@@ -77,7 +86,43 @@ macro_rules! fixed_shape_arg {
                 ndarray::IntoDimension::into_dimension(self)
             }
         }
+        impl ShapeArg for ndarray::Dim<[usize; $n]> {
+            type Dim = ndarray::Dim<[usize; $n]>;
+            fn into_dim(self) -> Self::Dim {
+                self
+            }
+        }
     )*};
+}
+
+/// A bare size is a rank-1 shape, as in ndarray's constructors.
+impl ShapeArg for usize {
+    type Dim = ndarray::Ix1;
+    fn into_dim(self) -> ndarray::Ix1 {
+        ndarray::Ix1(self)
+    }
+}
+
+/// A dynamic-rank dimension (`IxDyn`, what `raw_dim()` of an `ArrayD` gives).
+impl ShapeArg for ndarray::IxDyn {
+    type Dim = ndarray::IxDyn;
+    fn into_dim(self) -> ndarray::IxDyn {
+        self
+    }
+}
+
+impl ShapeArg for &ndarray::IxDyn {
+    type Dim = ndarray::IxDyn;
+    fn into_dim(self) -> ndarray::IxDyn {
+        self.clone()
+    }
+}
+
+impl ShapeArg for Vec<usize> {
+    type Dim = ndarray::IxDyn;
+    fn into_dim(self) -> ndarray::IxDyn {
+        ndarray::IxDyn(&self)
+    }
 }
 fixed_shape_arg!(
     0: (),
@@ -430,6 +475,50 @@ pub(crate) fn in_dim_check(
     }
     checked_size_for(op, out_shape)?;
     Ok(())
+}
+
+/// The adjoint's check: `result` (the shape asked for) placed in `array` by `dims`, as
+/// [`in_dim_check`] checks a broadcast; its errors are [`BroadcastError::ReduceInDims`], which
+/// say what the dims mean and suggest the dims that fit. An overflowing shape stays
+/// [`BroadcastError::SizeOverflow`].
+pub(crate) fn reduce_in_dim_check(
+    op: &'static str,
+    result: &[usize],
+    array: &[usize],
+    dims: &[usize],
+) -> Result<()> {
+    let reason = match in_dim_check(op, result, array, dims) {
+        Ok(()) => return Ok(()),
+        Err(BroadcastError::InDimInvalid { reason, .. }) => reason
+            .replace("the operand has rank", "the result has rank")
+            .replace(
+                "give one output dim per operand dim",
+                "give one array dim per result dim",
+            )
+            .replace("output rank", "the array's rank")
+            .replace(
+                "each operand dim needs its own output dim",
+                "each result dim needs its own array dim",
+            ),
+        Err(BroadcastError::InDimSize {
+            operand_dim,
+            out_dim,
+            operand_size,
+            out_size,
+            ..
+        }) => format!(
+            "result dim {operand_dim} has size {operand_size} but array dim {out_dim} has size \
+             {out_size}; it must be 1 or equal"
+        ),
+        Err(e) => return Err(e),
+    };
+    Err(BroadcastError::ReduceInDims {
+        op,
+        array: array.into(),
+        result: result.into(),
+        dims: dims.into(),
+        reason,
+    })
 }
 
 /// NumPy's (and PyTorch's) implicit broadcasting of any number of shapes: align trailing dims;

@@ -46,6 +46,50 @@
 //! assert_eq!(y.shape(), &[2, 2]);
 //! ```
 //!
+//! # Lower-rank operands: `in_dims`
+//!
+//! A vector or any lower-rank operand joins an expression with its `broadcast_dimensions`, as
+//! the `_bcast` methods take them: [`in_dims`](crate::ops::ArithBcast::in_dims) gives an
+//! [`InDims`] operand, and an owned array lends its buffer through the whole chain:
+//!
+//! ```
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//!
+//! let x = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+//! let (mu, rstd) = (array![2.0, 5.0], array![1.0, 0.5]); // per row: dim 0
+//! let (g, beta) = (array![1.0, 2.0, 3.0], array![0.0, 0.0, 1.0]); // per column: dim 1
+//! let y = (x.into_strict() - mu.in_dims(&[0])) * rstd.in_dims(&[0]) * g.in_dims(&[1])
+//!     + beta.in_dims(&[1]);
+//! assert_eq!(y, array![[-1.0, 0.0, 4.0], [-0.5, 0.0, 2.5]]);
+//! ```
+//!
+//! # What each operator needs of the element type
+//!
+//! Each operator exists for the element types XLA defines its op on, as the `_bcast` methods
+//! do; in generic code, bound the element type by the trait of [`crate::element`] that the
+//! operator needs:
+//!
+//! | operators | op | element trait | element types |
+//! |---|---|---|---|
+//! | `+`, `*` (and `+=`, `*=`) | `add`, `mul` | [`XlaElement`] | all, `bool` too (`or`, `and`) |
+//! | `-`, `/`, unary `-` | `sub`, `div`, `negate` | [`XlaNumber`] | all but `bool` |
+//! | `%` | `rem` | [`XlaReal`] | integers, real floats |
+//! | `&`, `\|`, `^`, `!` | `and`, `or`, `xor`, `not` | [`XlaBitwise`] | integers, `bool` |
+//! | `<<`, `>>` | `shift_left`, `shift_right_arithmetic` | [`XlaInteger`] | integers |
+//!
+//! ```
+//! use ndarray::{Array2, ArrayView1};
+//! use xla_bcast::prelude::*;
+//!
+//! /// `(x - mu) * g`, `mu` per row and `g` per column, for any element type that subtracts.
+//! fn centre_and_scale<T: XlaNumber>(x: Array2<T>, mu: ArrayView1<T>, g: ArrayView1<T>) -> Array2<T> {
+//!     ((x.into_strict() - mu.in_dims(&[0])) * g.in_dims(&[1])).into_inner()
+//! }
+//! let y = centre_and_scale(ndarray::array![[3, 4], [5, 6]], ndarray::aview1(&[1, 2]), ndarray::aview1(&[10, 1]));
+//! assert_eq!(y, ndarray::array![[20, 3], [30, 4]]);
+//! ```
+//!
 //! # Panics
 //! The operators panic, as ndarray's do, where the shapes do not fit the rule; the message is the
 //! [`BroadcastError`](crate::BroadcastError)'s and the location is the caller's line. The
@@ -226,12 +270,117 @@ impl<S: RawData, D> IntoStrict<S, D> for ArrayBase<S, D> {
     }
 }
 
-/// `op` of two arrays under the strict rule, or a panic at the caller's line.
+/// A lower-rank operand with its `broadcast_dimensions`, standing in a strict expression:
+/// made by [`ArithBcast::in_dims`](crate::ops::ArithBcast::in_dims).
+///
+/// The strict operators combine it with the other side by XLA's rule for a binary op with
+/// explicit `broadcast_dimensions`: its dim `i` is the other side's dim `dims[i]`, and size-1
+/// dims broadcast either way. It must not have a higher rank than the other side (the
+/// dimensions say where *its* dims go). An owned strict array on the other side lends its
+/// buffer to the result, so a chain allocates once:
+///
+/// ```
+/// use ndarray::{array, Array2};
+/// use xla_bcast::prelude::*;
+///
+/// let x: Array2<f64> = array![[1.0, 2.0, 3.0], [4.0, 6.0, 8.0]];
+/// let mu = array![2.0, 6.0]; // one per row
+/// let g = array![1.0, 10.0, 100.0]; // one per column
+/// let buffer = x.as_ptr();
+/// let y = (x.into_strict() - mu.in_dims(&[0])) * g.in_dims(&[1]);
+/// assert_eq!(y, array![[-1.0, 0.0, 100.0], [-2.0, 0.0, 200.0]]);
+/// assert_eq!(y.as_ptr(), buffer); // x's buffer, lent through the chain
+/// ```
+///
+/// # Panics
+/// As the strict operators do: where the shapes and dimensions do not fit XLA's rule (the
+/// message is the [`BroadcastError`](crate::BroadcastError)'s), and where the operand given
+/// with `in_dims` has the higher rank.
+///
+/// ```should_panic
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+/// let _ = x.strict() - array![1.0, 2.0].in_dims(&[1]); // dim 1 has 3 elements, not 2
+/// ```
+pub struct InDims<'a, A, E> {
+    array: &'a ArrayRef<A, E>,
+    dims: &'a [usize],
+}
+
+impl<A: fmt::Debug, E: Dimension> fmt::Debug for InDims<'_, A, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InDims")
+            .field("array", &self.array)
+            .field("dims", &self.dims)
+            .finish()
+    }
+}
+
+impl<A, E> Clone for InDims<'_, A, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A, E> Copy for InDims<'_, A, E> {}
+
+impl<'a, A, E> InDims<'a, A, E> {
+    pub(crate) fn new(array: &'a ArrayRef<A, E>, dims: &'a [usize]) -> Self {
+        InDims { array, dims }
+    }
+
+    /// The operand's `broadcast_dimensions`.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::prelude::*;
+    ///
+    /// let v = array![1, 2];
+    /// assert_eq!(v.in_dims(&[0]).dims(), &[0]);
+    /// ```
+    pub fn dims(&self) -> &'a [usize] {
+        self.dims
+    }
+}
+
+/// The `broadcast_dimensions` of a strict op whose operands are `lhs` and `rhs`: those of the
+/// side given with [`InDims`] (empty for two arrays), checked to belong to the lower-rank side.
+fn dims_of<'a, A, D: Dimension, E: Dimension>(
+    op: &'static str,
+    lhs: &'a (impl AsArray<A, D> + ?Sized),
+    rhs: &'a (impl AsArray<A, E> + ?Sized),
+) -> crate::error::Result<&'a [usize]> {
+    let (l, r) = (lhs.array().shape(), rhs.array().shape());
+    let (given, other, dims) = match (lhs.dims(), rhs.dims()) {
+        (Some(dims), _) => (l, r, dims),
+        (None, Some(dims)) => (r, l, dims),
+        (None, None) => return Ok(&[]),
+    };
+    match given.len() > other.len() {
+        true => Err(crate::BroadcastError::InDimInvalid {
+            op,
+            operand: given.into(),
+            out_shape: other.into(),
+            dims: dims.into(),
+            reason: format!(
+                "the operand given with in_dims has rank {}, above the other side's {}; \
+                 give in_dims to the lower-rank operand",
+                given.len(),
+                other.len()
+            ),
+        }),
+        false => Ok(dims),
+    }
+}
+
+/// `op` of two operands under the strict rule, or a panic at the caller's line.
 #[track_caller]
 fn binary<A, D, E, F>(
     op: &'static str,
-    lhs: &ArrayRef<A, D>,
-    rhs: &ArrayRef<A, E>,
+    lhs: &impl AsArray<A, D>,
+    rhs: &impl AsArray<A, E>,
     f: F,
 ) -> StrictArray<A, DimMaxOf<D, E>>
 where
@@ -242,7 +391,8 @@ where
 {
     // `f` is the op's function item, not a `fn` pointer: a pointer would not inline into the
     // kernel and the loop would not vectorise.
-    match zip_collect(op, lhs, rhs, &[], f) {
+    match dims_of(op, lhs, rhs).and_then(|dims| zip_collect(op, lhs.array(), rhs.array(), dims, f))
+    {
         Ok(r) => Strict(r),
         Err(e) => panic!("{e}"),
     }
@@ -264,26 +414,30 @@ where
 
 /// `lhs = op(lhs, rhs)` in place, or a panic at the caller's line (nothing written).
 #[track_caller]
-fn assign<A, D, E, F>(op: &'static str, lhs: &mut ArrayRef<A, D>, rhs: &ArrayRef<A, E>, f: F)
+fn assign<A, D, E, F>(op: &'static str, lhs: &mut ArrayRef<A, D>, rhs: &impl AsArray<A, E>, f: F)
 where
     A: XlaElement,
     D: Dimension,
     E: Dimension,
     F: Fn(A, A) -> A + Sync,
 {
-    if let Err(e) = zip_assign(op, lhs, rhs, &[], f) {
+    if let Err(e) = dims_of(op, &*lhs, rhs) {
+        panic!("{e}")
+    }
+    let dims = rhs.dims().unwrap_or(&[]);
+    if let Err(e) = zip_assign(op, lhs, rhs.array(), dims, f) {
         panic!("{e}")
     }
 }
 
-/// `lhs <op> rhs` into `lhs`'s own buffer when `lhs` is an owned array (taken by value) and
-/// the result has its shape, as ndarray's `a + &b` does: a chain of operators on an owned
-/// array allocates once. Otherwise into a fresh array ([`binary`]).
+/// `lhs <op> rhs` into the buffer of an owned operand (taken by value) when the result has its
+/// shape, as ndarray's `a + &b` does: a chain of operators on an owned array allocates once.
+/// Otherwise into a fresh array ([`binary`]).
 #[track_caller]
-fn binary_reusing<A, D, E, L, F>(
+fn binary_reusing<A, D, E, L, R, F>(
     op: &'static str,
     lhs: L,
-    rhs: &ArrayRef<A, E>,
+    rhs: R,
     f: F,
 ) -> StrictArray<A, DimMaxOf<D, E>>
 where
@@ -291,25 +445,47 @@ where
     D: Dimension + DimMax<E>,
     E: Dimension,
     L: Lhs<A, D>,
+    R: Lhs<A, E>,
     F: Fn(A, A) -> A + Sync,
 {
-    let same = crate::shape::binary_plan(op, lhs.array().shape(), rhs.shape(), &[])
-        .is_ok_and(|plan| plan.out[..] == *lhs.array().shape());
-    let lhs = match same {
+    let plan = dims_of(op, &lhs, &rhs).and_then(|dims| {
+        crate::shape::binary_plan(op, lhs.array().shape(), rhs.array().shape(), dims)
+    });
+    let out = match plan {
+        Ok(plan) => plan.out,
+        Err(e) => panic!("{e}"),
+    };
+    // The result's rank is the owner's: the conversion of its dimension type holds.
+    let strict = |a: ndarray::ArrayD<A>| match a.into_dimensionality::<DimMaxOf<D, E>>() {
+        Ok(a) => Strict(a),
+        Err(e) => panic!("{op}: {e}"),
+    };
+    let lhs = match out[..] == *lhs.array().shape() {
         true => match lhs.into_buffer() {
             Ok(mut a) => {
-                assign(op, &mut a, rhs, f);
-                // The result's rank is the lhs's: the conversion of its dimension type holds.
-                return match a.into_dimensionality::<DimMaxOf<D, E>>() {
-                    Ok(a) => Strict(a),
-                    Err(e) => panic!("{op}: {e}"),
-                };
+                assign(op, &mut a, &rhs, f);
+                return strict(a.into_dyn());
             }
             Err(lhs) => lhs,
         },
         false => lhs,
     };
-    binary(op, lhs.array(), rhs, f)
+    let rhs = match out[..] == *rhs.array().shape() {
+        true => match rhs.into_buffer() {
+            Ok(mut b) => {
+                // The plan above checked the shapes in the operands' order; with the roles
+                // swapped nothing can fail but the op's order, which `f` keeps.
+                let dims = lhs.dims().unwrap_or(&[]);
+                if let Err(e) = zip_assign(op, &mut b, lhs.array(), dims, |y, x| f(x, y)) {
+                    panic!("{e}")
+                }
+                return strict(b.into_dyn());
+            }
+            Err(rhs) => rhs,
+        },
+        false => rhs,
+    };
+    binary(op, &lhs, &rhs, f)
 }
 
 /// A left operand of the operators: its array, and its buffer when it owns one.
@@ -339,11 +515,27 @@ impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for Strict<S, D> {
 
 impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &Strict<S, D> {}
 impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &ArrayBase<S, D> {}
+impl<A, D> Lhs<A, D> for &ArrayRef<A, D> {}
+impl<A, D> Lhs<A, D> for InDims<'_, A, D> {}
+impl<A, D> Lhs<A, D> for &InDims<'_, A, D> {}
 
 /// How an operand of the operators reaches its array: an ndarray array or view, a strict one,
 /// or a reference to either.
 trait AsArray<A, E> {
     fn array(&self) -> &ArrayRef<A, E>;
+    /// The `broadcast_dimensions` an [`InDims`] operand carries; `None` for an array.
+    fn dims(&self) -> Option<&[usize]> {
+        None
+    }
+}
+
+impl<A, E> AsArray<A, E> for InDims<'_, A, E> {
+    fn array(&self) -> &ArrayRef<A, E> {
+        self.array
+    }
+    fn dims(&self) -> Option<&[usize]> {
+        Some(self.dims)
+    }
 }
 
 impl<A, E, S: Data<Elem = A>> AsArray<A, E> for ArrayBase<S, E> {
@@ -368,12 +560,30 @@ impl<A, E, T: AsArray<A, E> + ?Sized> AsArray<A, E> for &T {
     fn array(&self) -> &ArrayRef<A, E> {
         (**self).array()
     }
+    fn dims(&self) -> Option<&[usize]> {
+        (**self).dims()
+    }
 }
 
 /// Calls `$m!` once for each form an array right-hand side takes, appending its extra generics,
 /// its type and their bounds. (One impl per form: a blanket impl over the forms would overlap
 /// the scalar rhs impl under coherence.)
 macro_rules! each_array_rhs {
+    ($m:ident!($($args:tt)*)) => {
+        $m!($($args)* ['r, S2,] [&'r ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
+        $m!($($args)* ['r,] [&'r ArrayRef<A, E>] []);
+        $m!($($args)* [S2,] [ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
+        $m!($($args)* ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
+        $m!($($args)* [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
+        $m!($($args)* ['r,] [InDims<'r, A, E>] []);
+        $m!($($args)* ['r, 'i,] [&'r InDims<'i, A, E>] []);
+    };
+}
+
+/// Calls `$m!` once for each array right-hand side of an [`InDims`] left side: the forms of
+/// [`each_array_rhs!`] but `InDims` (two operands with dimensions would leave the result's
+/// rank open).
+macro_rules! each_in_dims_rhs {
     ($m:ident!($($args:tt)*)) => {
         $m!($($args)* ['r, S2,] [&'r ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
         $m!($($args)* ['r,] [&'r ArrayRef<A, E>] []);
@@ -399,7 +609,7 @@ macro_rules! binary_impl {
             type Output = StrictArray<A, DimMaxOf<D, E>>;
             #[track_caller]
             fn $method(self, rhs: $($rhs)*) -> Self::Output {
-                binary_reusing($op, self, AsArray::<A, E>::array(&rhs), A::$elem)
+                binary_reusing($op, self, rhs, A::$elem)
             }
         }
     };
@@ -419,7 +629,7 @@ macro_rules! assign_impl {
         {
             #[track_caller]
             fn $method(&mut self, rhs: $($rhs)*) {
-                assign($op, &mut self.0, AsArray::<A, E>::array(&rhs), A::$elem)
+                assign($op, &mut self.0, &rhs, A::$elem)
             }
         }
     };
@@ -435,6 +645,8 @@ macro_rules! binary_operator {
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, [] [ArrayBase<S, D>]);
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, ['l,] [&'l ArrayBase<S, D>]);
         each_array_rhs!(assign_impl!($assign_trait, $assign, $op, $bound, $elem,));
+        each_in_dims_rhs!(in_dims_lhs_impl!($trait, $method, $op, $bound, $elem, ['l,] [InDims<'l, A, D>]));
+        each_in_dims_rhs!(in_dims_lhs_impl!($trait, $method, $op, $bound, $elem, ['l, 'j,] [&'l InDims<'j, A, D>]));
 
         impl<A, S, D> $assign_trait<A> for Strict<S, D>
         where
@@ -477,6 +689,31 @@ macro_rules! binary_operator {
             [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
         binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
             ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
+        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
+            ['r,] [InDims<'r, A, E>] []);
+        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
+            ['r, 'i,] [&'r InDims<'i, A, E>] []);
+    };
+}
+
+/// `lhs.in_dims(..) <op> rhs` for one array form of the rhs: the result is the rhs's shape
+/// (or larger, where its size-1 dims broadcast), strict.
+macro_rules! in_dims_lhs_impl {
+    ($trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]
+     [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
+        impl<$($lg)* $($rg)* A, D, E> $trait<$($rhs)*> for $($lhs)*
+        where
+            A: $bound,
+            $($rb)*
+            D: Dimension + DimMax<E>,
+            E: Dimension,
+        {
+            type Output = StrictArray<A, DimMaxOf<D, E>>;
+            #[track_caller]
+            fn $method(self, rhs: $($rhs)*) -> Self::Output {
+                binary_reusing($op, self, rhs, A::$elem)
+            }
+        }
     };
 }
 

@@ -52,16 +52,20 @@ fn grads_of_binary_ops() {
     assert_eq!(ga.sum(), grad.sum());
     assert_eq!(gb.sum(), grad.sum());
     // The gradient must have the result's shape.
-    assert!(matches!(
-        reduce::unbroadcast_grads(&[2, 3, 4], &[4], &[2], &Array::<i64, _>::zeros((2, 3))),
-        Err(BroadcastError::OutputShape { .. })
-    ));
+    let err = reduce::unbroadcast_grads(&[2, 3, 4], &[4], &[2], &Array::<i64, _>::zeros((2, 3)))
+        .unwrap_err();
+    assert!(matches!(err, BroadcastError::ArgumentShape { .. }));
+    assert_eq!(
+        err.to_string(),
+        "unbroadcast_grads: grad, the gradient of the op's result, has shape [2, 3] but must \
+         have shape [2, 3, 4]"
+    );
     assert!(reduce::unbroadcast_grads(&[2, 3, 4], &[4], &[], &grad).is_err());
     let (na, nb) = numpy::unbroadcast_grads(&[3, 1], &[2, 1, 4], &grad).unwrap();
     assert_eq!((na.shape(), nb.shape()), (&[3, 1][..], &[2, 1, 4][..]));
     assert!(matches!(
         numpy::unbroadcast_grads(&[3, 1], &[2, 1, 5], &grad),
-        Err(BroadcastError::OutputShape { .. })
+        Err(BroadcastError::ArgumentShape { .. })
     ));
 }
 
@@ -279,4 +283,70 @@ fn non_commutative_reductions_keep_index_order() {
             });
         }
     }
+}
+
+/// Shapes as ndarray's constructors take them: another array's `raw_dim()` (fixed or dynamic
+/// rank), a bare size, a tuple; the result's dimension type follows.
+#[test]
+fn shapes_as_ndarray_takes_them() {
+    use ndarray::{Array1, Array2, ArrayD, IxDyn};
+    let z = Array2::from_shape_fn((4, 5), |(i, j)| (i * 5 + j) as f64);
+    let b = Array1::from_shape_fn(5, |j| j as f64);
+    let (gl, gb): (Array2<f64>, Array1<f64>) =
+        unbroadcast_grads(z.raw_dim(), b.raw_dim(), &[1], &z).unwrap();
+    assert_eq!(gl, z);
+    assert_eq!(gb, array![30.0, 34.0, 38.0, 42.0, 46.0]);
+    let cols: Array1<f64> = z.reduce_in_dim(5, &[1]).unwrap();
+    assert_eq!(cols, gb);
+    let same: Array2<f64> = z.reduce_in_dim((4, 5), &[0, 1]).unwrap();
+    assert_eq!(same, z);
+    let dynamic = z.clone().into_dyn();
+    let d: ArrayD<f64> = dynamic.reduce_in_dim(dynamic.raw_dim(), &[0, 1]).unwrap();
+    assert_eq!(d, dynamic);
+    let v: ArrayD<f64> = z.reduce_in_dim(IxDyn(&[5]), &[1]).unwrap();
+    assert_eq!(v, gb.clone().into_dyn());
+    let v: ArrayD<f64> = z.reduce_in_dim(vec![5], &[1]).unwrap();
+    assert_eq!(v, gb.into_dyn());
+}
+
+/// The adjoint's errors say that its dims are the ones kept and suggest the dims that fit.
+#[test]
+fn adjoint_errors_say_what_the_dims_mean() {
+    let z = ndarray::Array2::<f32>::ones((4, 5));
+    let err = z.reduce_in_dim(5, &[0]).unwrap_err();
+    assert!(
+        matches!(err, BroadcastError::ReduceInDims { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "reduce_in_dim: [4, 5] summed to [5] with broadcast_dimensions [0]: result dim 0 has \
+         size 5 but array dim 0 has size 4; it must be 1 or equal; broadcast_dimensions name \
+         the array dims the result keeps (result dim i is array dim dims[i], the others are \
+         summed away), not the axes summed; [1] fits these shapes"
+    );
+    let err = z.reduce_in_dim((4, 5), &[0]).unwrap_err().to_string();
+    assert!(
+        err.contains("broadcast_dimensions has 1 entries but the result has rank 2")
+            && err.contains("[0, 1] fits these shapes"),
+        "{err}"
+    );
+    let err = z.reduce_in_dim(3, &[1]).unwrap_err().to_string();
+    assert!(
+        err.ends_with("no strictly increasing dims fit these shapes"),
+        "{err}"
+    );
+    let err = ndarray::Array2::<f32>::ones((5, 5))
+        .reduce_in_dim(1, &[2])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("out of range") && err.ends_with("[0] or [1] fit these shapes"),
+        "{err}"
+    );
+    // The program's adjoint says the same.
+    let mut p = xla_bcast::stablehlo::Program::new("adjoint");
+    let x = p.parameter::<f32>(&[4, 5]);
+    let perr = p.reduce_in_dim(x, &[5], &[0]).unwrap_err().to_string();
+    assert_eq!(perr, z.reduce_in_dim(5, &[0]).unwrap_err().to_string());
 }

@@ -217,28 +217,60 @@ fn bad_inputs_and_outputs_are_errors() {
     let mut rng = Rng(7);
     let x = tensor(&mut rng, &[2, 3], false);
     let b = tensor(&mut rng, &[3], false);
-    assert!(matches!(
-        exe.run(std::slice::from_ref(&x)),
-        Err(BroadcastError::ElementType { .. })
-    ));
-    assert!(exe.run(&[x.clone(), x.clone()]).is_err());
+    // Each error names the argument, what it must be and what was given.
+    let message = |r: Result<(), BroadcastError>| r.unwrap_err().to_string();
+    let err = exe.run(std::slice::from_ref(&x)).unwrap_err();
+    assert!(
+        matches!(err, BroadcastError::ArgumentCount { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "run: program \"bias_relu\" takes 2 inputs, but 1 were given"
+    );
+    assert_eq!(
+        message(exe.run(&[x.clone(), x.clone()]).map(drop)),
+        "run: input 1 of program \"bias_relu\" has shape [2, 3] but must have shape [3]"
+    );
     let ints = Tensor::from(ArrayD::<i32>::zeros(IxDyn(&[3])));
-    assert!(matches!(
-        exe.run(&[x.clone(), ints.clone()]),
-        Err(BroadcastError::ElementType { .. })
-    ));
+    let err = exe.run(&[x.clone(), ints.clone()]).unwrap_err();
+    assert!(matches!(err, BroadcastError::ElementType { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "run: element types i32: input 1 of program \"bias_relu\" is i32, but must be f32"
+    );
     let mut none: Vec<Tensor> = vec![];
-    assert!(exe.run_into(&[x.clone(), b.clone()], &mut none).is_err());
+    assert_eq!(
+        message(exe.run_into(&[x.clone(), b.clone()], &mut none)),
+        "run_into: program \"bias_relu\" takes 1 outputs, but 0 were given"
+    );
     let mut wrong_shape = vec![Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[3, 2])))];
-    assert!(matches!(
-        exe.run_into(&[x.clone(), b.clone()], &mut wrong_shape),
-        Err(BroadcastError::OutputShape { .. })
-    ));
+    let err = exe
+        .run_into(&[x.clone(), b.clone()], &mut wrong_shape)
+        .unwrap_err();
+    assert!(
+        matches!(err, BroadcastError::ArgumentShape { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "run_into: output 0 of program \"bias_relu\" has shape [3, 2] but must have shape [2, 3]"
+    );
     let mut wrong_type = vec![Tensor::from(ArrayD::<i32>::zeros(IxDyn(&[2, 3])))];
-    assert!(matches!(
-        exe.run_into(&[x, b], &mut wrong_type),
-        Err(BroadcastError::ElementType { .. })
-    ));
+    assert_eq!(
+        message(exe.run_into(&[x.clone(), b.clone()], &mut wrong_type)),
+        "run_into: element types i32: output 0 of program \"bias_relu\" is i32, but must be f32"
+    );
+    // The program's own run says the same, by its own name.
+    assert_eq!(
+        message(p.run(std::slice::from_ref(&x)).map(drop)),
+        "run: program \"bias_relu\" takes 2 inputs, but 1 were given"
+    );
+    let transposed = Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[3, 2])));
+    assert_eq!(
+        message(p.run(&[transposed, b]).map(drop)),
+        "run: input 0 of program \"bias_relu\" has shape [3, 2] but must have shape [2, 3]"
+    );
     let empty = Program::new("empty");
     assert!(matches!(
         empty.compile(),

@@ -393,3 +393,96 @@ fn owned_chains_reuse_their_buffer() {
     let col = mu.clone().into_strict() + &g;
     assert_eq!(col.shape(), &[m, n]);
 }
+
+/// `in_dims`: a lower-rank operand with its `broadcast_dimensions` in a strict expression gives
+/// the `_bcast` methods' results, on either side and in place, and a chain on an owned array
+/// writes into that array's buffer (the layer norm, one allocation).
+#[test]
+#[allow(clippy::op_ref)] // every operand form, borrowed ones included
+fn in_dims_operands_follow_xlas_rule_and_lend_the_owned_buffer() {
+    let (m, n) = (37, 29);
+    let x = Array2::from_shape_fn((m, n), |(i, j)| (i * n + j) as f64 * 0.37 - 11.0);
+    let mu = Array1::from_shape_fn(m, |i| i as f64 * 0.25);
+    let rstd = Array1::from_shape_fn(m, |i| 1.0 / (1.0 + i as f64));
+    let g = Array1::from_shape_fn(n, |j| 1.0 + j as f64 * 0.125);
+    let beta = Array1::from_shape_fn(n, |j| j as f64 - 3.0);
+    let want = x
+        .sub_bcast(&mu, &[0])
+        .unwrap()
+        .mul_bcast(&rstd, &[0])
+        .unwrap()
+        .mul_bcast(&g, &[1])
+        .unwrap()
+        .add_bcast(&beta, &[1])
+        .unwrap();
+
+    let owned = x.clone();
+    let buffer = owned.as_ptr();
+    let y = (owned.into_strict() - mu.in_dims(&[0])) * rstd.in_dims(&[0]) * g.in_dims(&[1])
+        + beta.in_dims(&[1]);
+    assert_eq!(y.as_ptr(), buffer, "the chain allocated");
+    assert_eq!(y, want);
+
+    // Borrowed lhs: a fresh result, the same values; `x` untouched.
+    let y =
+        (x.strict() - mu.in_dims(&[0])) * rstd.in_dims(&[0]) * g.in_dims(&[1]) + beta.in_dims(&[1]);
+    assert_eq!(y, want);
+    // A plain ndarray lhs gives a strict result too.
+    let y: StrictArray<f64, _> = &x - mu.in_dims(&[0]);
+    assert_eq!(y, x.sub_bcast(&mu, &[0]).unwrap());
+
+    // On the left, the op's order is kept; an owned rhs lends its buffer.
+    let owned = x.clone();
+    let buffer = owned.as_ptr();
+    let y = g.in_dims(&[1]) - owned.into_strict();
+    assert_eq!(y.as_ptr(), buffer);
+    assert_eq!(y, g.broadcast((m, n)).unwrap().to_owned() - &x);
+    let y = mu.in_dims(&[0]) / &x.strict();
+    assert_eq!(y, mu.div_bcast(&x, &[0]).unwrap());
+    let m = mu.in_dims(&[0]);
+    let y = x.strict() / &m;
+    assert_eq!(y, x.div_bcast(&mu, &[0]).unwrap());
+    let y = &m / x.strict();
+    assert_eq!(y, mu.div_bcast(&x, &[0]).unwrap());
+
+    // In place.
+    let mut acc = x.clone().into_strict();
+    acc -= mu.in_dims(&[0]);
+    acc *= g.in_dims(&[1]);
+    assert_eq!(
+        acc,
+        x.sub_bcast(&mu, &[0]).unwrap().mul_bcast(&g, &[1]).unwrap()
+    );
+
+    // Degenerate dims broadcast too: a (1, n) operand placed at dims [1, 2] of a 3-D array.
+    let cube = Array::from_shape_fn((2, 3, n), |(a, b, c)| (a * 100 + b * 10 + c) as f64);
+    let row = g.view().insert_axis(ndarray::Axis(0));
+    let y = cube.strict() * row.in_dims(&[1, 2]);
+    assert_eq!(y, cube.mul_bcast(&row, &[1, 2]).unwrap());
+}
+
+/// `in_dims` refuses what XLA's rule refuses, with the `_bcast` methods' errors as panics, and
+/// an `in_dims` operand of the higher rank.
+#[test]
+fn in_dims_errors_panic_with_the_rules_message() {
+    let x = Array2::<f64>::ones((2, 3));
+    let v = Array1::<f64>::ones(2);
+    let message = |f: &dyn Fn()| {
+        let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("panics");
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let err = x.sub_bcast(&v, &[1]).unwrap_err().to_string();
+    assert_eq!(message(&|| drop(x.strict() - v.in_dims(&[1]))), err);
+    let err = x.sub_bcast(&v, &[0, 1]).unwrap_err().to_string();
+    assert_eq!(message(&|| drop(x.strict() - v.in_dims(&[0, 1]))), err);
+    let m = message(&|| drop(v.strict() + x.in_dims(&[0, 1])));
+    assert!(m.contains("in_dims") && m.contains("[2, 3]"), "{m}");
+    let m = message(&|| {
+        let mut acc = x.clone().into_strict();
+        acc += v.in_dims(&[1]);
+    });
+    assert_eq!(m, x.add_bcast(&v, &[1]).unwrap_err().to_string());
+}

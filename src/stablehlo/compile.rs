@@ -948,27 +948,22 @@ impl Executable {
     /// ```
     ///
     /// # Errors
-    /// As [`Executable::run`]; and [`BroadcastError::ElementType`] or
-    /// [`BroadcastError::OutputShape`] for outputs of the wrong count, type or shape.
+    /// As [`Executable::run`]; and [`BroadcastError::ArgumentCount`],
+    /// [`BroadcastError::ElementType`] or [`BroadcastError::ArgumentShape`] for outputs of the
+    /// wrong count, type or shape (naming the output by its index).
     pub fn run_into(&self, inputs: &[Tensor], outputs: &mut [Tensor]) -> Result<()> {
         let program = &self.program;
         if outputs.len() != program.outputs.len() {
-            return Err(BroadcastError::ElementType {
+            return Err(BroadcastError::ArgumentCount {
                 op: "run_into",
-                types: format!("{} outputs", outputs.len()),
-                reason: format!("the program has {} outputs", program.outputs.len()),
+                program: program.name.clone(),
+                kind: "outputs",
+                expected: program.outputs.len(),
+                got: outputs.len(),
             });
         }
-        for (out, v) in outputs.iter().zip(&program.outputs) {
-            let node = program.node(*v);
-            if out.element_type() != node.ty {
-                return Err(super::type_error(
-                    "run_into",
-                    &[out.element_type(), node.ty],
-                    "an output of another type than the program's",
-                ));
-            }
-            crate::front::check_out("run_into", &node.shape, out.shape())?;
+        for (k, (out, v)) in outputs.iter().zip(&program.outputs).enumerate() {
+            program.check_argument("run_into", "output", k, program.node(*v), out)?;
         }
         let (mut values, lent) = self.execute(inputs, outputs)?;
         for &(k, m) in &lent {

@@ -12,7 +12,7 @@ use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFol
 use crate::engine::table::{self, Elementwise, Run};
 use crate::engine::Operand;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, in_dim_check, iota};
+use crate::shape::{binary_plan, iota, reduce_in_dim_check};
 
 /// The element functions, as types: one kernel each per element type.
 mod elem {
@@ -927,7 +927,7 @@ pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Re
         }
         Op::ReduceInDim { x, dims } => {
             let x = get(x);
-            in_dim_check("reduce_in_dim", shape, x.shape(), dims)?;
+            reduce_in_dim_check("reduce_in_dim", shape, x.shape(), dims)?;
             let mut acc_dim = vec![None; x.shape().len()];
             for (i, &d) in dims.iter().enumerate() {
                 acc_dim[d] = Some(i);

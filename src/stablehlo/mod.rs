@@ -353,6 +353,27 @@ macro_rules! tensor_types {
                     Tensor::$variant(a)
                 }
             }
+
+            $(#[$cfg])*
+            #[doc = concat!("The `", stringify!($t), "` array inside a tensor, without a copy; [`BroadcastError::ElementType`] naming both types when the tensor holds another.")]
+            impl TryFrom<Tensor> for ArrayD<$t> {
+                type Error = BroadcastError;
+                fn try_from(t: Tensor) -> Result<ArrayD<$t>> {
+                    match t {
+                        Tensor::$variant(a) => Ok(a),
+                        #[allow(unreachable_patterns)]
+                        other => Err(BroadcastError::ElementType {
+                            op: "try_from",
+                            types: other.element_type().name.to_string(),
+                            reason: format!(
+                                "the tensor holds {}, not {}",
+                                other.element_type().name,
+                                $name
+                            ),
+                        }),
+                    }
+                }
+            }
         )*
     };
 }
@@ -380,6 +401,25 @@ tensor_types! {
 }
 
 impl Tensor {
+    /// The array inside as a view of `T`, or `None` when the tensor holds another type (see
+    /// [`Tensor::element_type`]); [`ArrayD::try_from`] takes the array out.
+    ///
+    /// ```
+    /// use ndarray::{array, ArrayD};
+    /// use xla_bcast::stablehlo::Tensor;
+    ///
+    /// let t = Tensor::from(array![[1.0f32, 2.0], [3.0, 4.0]].into_dyn());
+    /// assert_eq!(t.view::<f32>().unwrap()[[1, 0]], 3.0);
+    /// assert!(t.view::<f64>().is_none());
+    /// let a = ArrayD::<f32>::try_from(t).unwrap();
+    /// assert_eq!(a.shape(), &[2, 2]);
+    /// let err = ArrayD::<i32>::try_from(Tensor::from(array![1u8].into_dyn())).unwrap_err();
+    /// assert_eq!(err.to_string(), "try_from: element types ui8: the tensor holds ui8, not i32");
+    /// ```
+    pub fn view<T: StableHloElement>(&self) -> Option<ndarray::ArrayViewD<'_, T>> {
+        T::of(self).map(|a| a.view())
+    }
+
     /// `src`'s elements into this tensor, of the same type and shape, through the engine's
     /// copy of their size.
     fn assign_from(&mut self, op: &'static str, src: &Tensor) -> Result<()> {
@@ -852,6 +892,16 @@ impl Program {
         }
     }
 
+    /// The name the program was made with (its StableHLO function's, sanitised).
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    /// assert_eq!(Program::new("layer_norm").name(), "layer_norm");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     fn push(&mut self, op: Op, shape: Vec<usize>, ty: ElementType) -> Value {
         self.nodes.push(Node { op, shape, ty });
         Value {
@@ -865,8 +915,6 @@ impl Program {
         &self.nodes[v.index]
     }
 
-    /// `Ok` when every one of `values` is this program's (made by it, or by a program it was
-    /// cloned from before the clone): an error (not a panic) for a handle of another one.
     /// A slot per node, the parameters' holding `inputs` (read in place), after checking their
     /// count, types and shapes.
     fn inputs<'t>(
@@ -875,28 +923,60 @@ impl Program {
         inputs: &'t [Tensor],
     ) -> Result<Vec<Option<Cow<'t, Tensor>>>> {
         if inputs.len() != self.params.len() {
-            return Err(BroadcastError::ElementType {
+            return Err(BroadcastError::ArgumentCount {
                 op,
-                types: format!("{} inputs", inputs.len()),
-                reason: format!("the program has {} parameters", self.params.len()),
+                program: self.name.clone(),
+                kind: "inputs",
+                expected: self.params.len(),
+                got: inputs.len(),
             });
         }
         let mut values: Vec<Option<Cow<'t, Tensor>>> = vec![None; self.nodes.len()];
-        for (p, input) in self.params.iter().zip(inputs) {
+        for (k, (p, input)) in self.params.iter().zip(inputs).enumerate() {
             let node = self.node(*p);
-            if input.element_type() != node.ty {
-                return Err(type_error(
-                    op,
-                    &[input.element_type(), node.ty],
-                    "an input of the wrong type",
-                ));
-            }
-            crate::front::check_out(op, &node.shape, input.shape())?;
+            self.check_argument(op, "input", k, node, input)?;
             values[p.index] = Some(Cow::Borrowed(input));
         }
         Ok(values)
     }
 
+    /// That `t`, the program's input or output `k` (`kind`), has `node`'s type and shape: the
+    /// errors name the argument, the type or shape it must have and the one given.
+    fn check_argument(
+        &self,
+        op: &'static str,
+        kind: &str,
+        k: usize,
+        node: &Node,
+        t: &Tensor,
+    ) -> Result<()> {
+        let argument = || format!("{kind} {k} of program {:?}", self.name);
+        let got = t.element_type();
+        if got != node.ty {
+            return Err(BroadcastError::ElementType {
+                op,
+                types: got.name.to_string(),
+                reason: format!(
+                    "{} is {}, but must be {}",
+                    argument(),
+                    got.name,
+                    node.ty.name
+                ),
+            });
+        }
+        if !crate::shape::same_dims(&node.shape, t.shape()) {
+            return Err(BroadcastError::ArgumentShape {
+                op,
+                argument: argument(),
+                expected: node.shape[..].into(),
+                got: t.shape().into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `Ok` when every one of `values` is this program's (made by it, or by a program it was
+    /// cloned from before the clone): an error (not a panic) for a handle of another one.
     fn own(&self, op: &'static str, values: &[Value]) -> Result<()> {
         let mine = |v: &Value| {
             (v.program == self.id && v.index < self.nodes.len())
@@ -907,10 +987,9 @@ impl Program {
         };
         match values.iter().all(mine) {
             true => Ok(()),
-            false => Err(BroadcastError::ElementType {
+            false => Err(BroadcastError::ForeignValue {
                 op,
-                types: String::new(),
-                reason: "a value of another program".to_string(),
+                program: self.name.clone(),
             }),
         }
     }
@@ -1132,9 +1211,24 @@ impl Program {
     /// Records the sum of `x` back to `operand_shape` (as
     /// [`ReduceInDim::reduce_in_dim`](crate::reduce::ReduceInDim::reduce_in_dim)): a
     /// `stablehlo.reduce` with an add region, then a reshape and transpose to the target.
+    /// `dims` are the dims of `x` the result keeps (result dim `i` is `x`'s dim `dims[i]`),
+    /// where [`Program::reduce_sum`] takes the axes summed away.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("col_sums");
+    /// let x = p.parameter::<i32>(&[2, 3]);
+    /// let s = p.reduce_in_dim(x, &[3], &[1]).unwrap(); // keeps dim 1: NumPy's sum(axis=0)
+    /// p.output(s).unwrap();
+    /// let out = p.run(&[array![[1, 2, 3], [4, 5, 6]].into_dyn().into()]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![5, 7, 9].into_dyn()));
+    /// assert!(p.reduce_in_dim(x, &[3], &[0]).is_err()); // dim 0 has 2 elements, not 3
+    /// ```
     ///
     /// # Errors
-    /// The rule's error.
+    /// [`BroadcastError::ReduceInDims`], suggesting the dims that fit.
     pub fn reduce_in_dim(
         &mut self,
         x: Value,
@@ -1143,7 +1237,7 @@ impl Program {
     ) -> Result<Value> {
         self.own("reduce_in_dim", &[x])?;
         let node = self.node(x);
-        in_dim_check("reduce_in_dim", operand_shape, &node.shape, dims)?;
+        crate::shape::reduce_in_dim_check("reduce_in_dim", operand_shape, &node.shape, dims)?;
         let ty = node.ty;
         let dims = dims.to_vec();
         Ok(self.push(Op::ReduceInDim { x, dims }, operand_shape.to_vec(), ty))
@@ -1243,8 +1337,10 @@ impl Program {
     /// order they were made); the results come in the order of [`Program::output`].
     ///
     /// # Errors
-    /// [`BroadcastError::ElementType`] or [`BroadcastError::OutputShape`] when an input does
-    /// not have its parameter's type or shape; any error of an op (allocation).
+    /// [`BroadcastError::ArgumentCount`] for the wrong number of inputs;
+    /// [`BroadcastError::ElementType`] or [`BroadcastError::ArgumentShape`] when an input does
+    /// not have its parameter's type or shape (the error names the input by its index); any
+    /// error of an op (allocation).
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         // Inputs and constants are read where they are; a value is dropped after the last node
         // that reads it, unless it is an output; an output is moved out, copied only where it
