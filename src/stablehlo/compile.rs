@@ -14,11 +14,12 @@
 //! its own, bit for bit. A chain of one op runs on the engine's walk, as the op called
 //! directly does.
 
-use std::borrow::Cow;
 use std::sync::Mutex;
 
 use super::eval::{eval, mismatch};
-use super::{Direction, ElementType, Op, Program, Reduction, Tensor, Unwritten, Value};
+use super::{
+    Direction, ElementType, Held, Op, Program, Reduction, Tensor, TensorView, Unwritten, Value,
+};
 use crate::engine::rows::{self, RowStep, MAX_OPERANDS};
 use crate::engine::table::{self, Kernel};
 use crate::engine::Strides;
@@ -104,7 +105,7 @@ impl Scratch {
 
     /// Keeps `t` for a later run, if it is large enough to be worth keeping and there is room.
     fn give(&self, t: Tensor) {
-        let bytes = t.shape().iter().product::<usize>() * t.element_size();
+        let bytes = t.shape().iter().product::<usize>() * t.element_type().size();
         if bytes >= SCRATCH_MIN_BYTES {
             let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
             if kept.len() < SCRATCH_MAX {
@@ -186,8 +187,8 @@ struct RowBuild {
     folds: usize,
 }
 
-/// A rank-0 tensor of `ty`: its kernels, for a type known by name.
-fn kernels_of(ty: ElementType) -> Tensor {
+/// A rank-0 tensor of `ty`: what stands in the caller's array while it is lent to a value.
+fn stand_in(ty: ElementType) -> Tensor {
     Tensor::identity(ty, Reduction::Sum).expect("every element type has a sum's identity")
 }
 
@@ -449,9 +450,7 @@ impl Program {
             Op::Reduce { op, x, axes } => {
                 let shape = &self.nodes[x.index].shape;
                 let rows = !shape.is_empty() && axes[..] == [shape.len() - 1];
-                let folds = kernels_of(self.nodes[x.index].ty)
-                    .fold_kernel(*op)
-                    .is_some();
+                let folds = self.nodes[x.index].ty.fold_kernel(*op).is_some();
                 let dims = iota(shape.len()).to_vec();
                 (rows && folds).then(|| (shape.clone(), vec![(*x, dims)]))
             }
@@ -552,7 +551,7 @@ impl Program {
     /// The row chain of `b`, writing the members `needed` says to arrays.
     fn rows(&self, b: &RowBuild, needed: &[bool]) -> Result<Rows> {
         let rank = b.shape.len();
-        let size = |ty: ElementType| kernels_of(ty).element_size();
+        let size = |ty: ElementType| ty.size();
         let is_member = |v: usize| b.members.contains(&v);
         let full = |v: usize| self.nodes[v].shape == b.shape;
         let mut inputs: Vec<RowInput> = Vec::new();
@@ -619,9 +618,7 @@ impl Program {
                     let name = self.op_name(i);
                     identities.push(Tensor::identity(ty, *op).ok_or_else(|| mismatch(name))?);
                     RowStep::Fold {
-                        run: kernels_of(ty)
-                            .fold_kernel(*op)
-                            .ok_or_else(|| mismatch(name))?,
+                        run: ty.fold_kernel(*op).ok_or_else(|| mismatch(name))?,
                         identity: identities.len() - 1,
                         out: register_of(i),
                         src: reg[0],
@@ -655,7 +652,7 @@ impl Program {
     /// The chain of `members` (node indices, in order) over `shape`, without folds, writing the members
     /// `needed` says to arrays.
     fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
-        let size = |ty: ElementType| kernels_of(ty).element_size();
+        let size = |ty: ElementType| ty.size();
         let is_member = |v: &Value| members.contains(&v.index);
         // Inputs: every operand that is not a member, placed at the shape as its op places it.
         let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
@@ -822,13 +819,11 @@ impl Program {
             let v = node.op.operands()[k].expect("an operand");
             self.nodes[v.index].ty
         };
-        let size = |ty: ElementType| kernels_of(ty).element_size();
+        let size = |ty: ElementType| ty.size();
         let name = self.op_name(i);
         Ok(match &node.op {
             Op::Binary { op, .. } => {
-                let run = kernels_of(ty_of(0))
-                    .binary_kernel(*op)
-                    .ok_or_else(|| mismatch(name))?;
+                let run = ty_of(0).binary_kernel(*op).ok_or_else(|| mismatch(name))?;
                 (run.into(), [reg[0], reg[1], 0])
             }
             Op::Compare { dir, .. } => {
@@ -838,9 +833,7 @@ impl Program {
                     Direction::Ge => (Direction::Le, reg[1], reg[0]),
                     dir => (*dir, reg[0], reg[1]),
                 };
-                let run = kernels_of(ty_of(0))
-                    .compare_kernel(dir)
-                    .ok_or_else(|| mismatch(name))?;
+                let run = ty_of(0).compare_kernel(dir).ok_or_else(|| mismatch(name))?;
                 (run.into(), [a, b, 0])
             }
             Op::Select { .. } => {
@@ -848,19 +841,15 @@ impl Program {
                 (run.into(), [reg[0], reg[1], reg[2]])
             }
             Op::Clamp { .. } => {
-                let run = kernels_of(node.ty)
-                    .clamp_kernel()
-                    .ok_or_else(|| mismatch(name))?;
+                let run = node.ty.clamp_kernel().ok_or_else(|| mismatch(name))?;
                 (run.into(), [reg[0], reg[1], reg[2]])
             }
             Op::Unary { op, .. } => {
-                let run = kernels_of(ty_of(0))
-                    .unary_kernel(*op)
-                    .ok_or_else(|| mismatch(name))?;
+                let run = ty_of(0).unary_kernel(*op).ok_or_else(|| mismatch(name))?;
                 (run.into(), [reg[0], 0, 0])
             }
             Op::Convert { .. } => {
-                let run = kernels_of(ty_of(0))
+                let run = ty_of(0)
                     .convert_kernel(node.ty)
                     .ok_or_else(|| mismatch(name))?;
                 (run.into(), [reg[0], 0, 0])
@@ -913,6 +902,32 @@ impl Executable {
     /// As [`Program::run`]: the wrong count, type or shape of inputs, or a result too large to
     /// allocate.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let views: Vec<TensorView<'_>> = inputs.iter().map(Tensor::read).collect();
+        self.run_views(&views)
+    }
+
+    /// [`Executable::run`] on the caller's arrays or views where they lie: nothing the size
+    /// of an input is copied.
+    ///
+    /// ```
+    /// use ndarray::{array, Array2};
+    /// use xla_bcast::stablehlo::{Program, Tensor, TensorView};
+    ///
+    /// let mut p = Program::new("bias");
+    /// let x = p.parameter::<f64>(&[2, 3]);
+    /// let b = p.parameter::<f64>(&[3]);
+    /// let y = p.add(x, b, &[1]).unwrap();
+    /// p.output(y).unwrap();
+    /// let exe = p.compile().unwrap();
+    /// let x: Array2<f64> = Array2::ones((2, 3));
+    /// let b = array![1.0, 2.0, 3.0];
+    /// let out = exe.run_views(&[TensorView::from(&x), b.view().into()]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![[2.0, 3.0, 4.0], [2.0, 3.0, 4.0]].into_dyn()));
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Executable::run`].
+    pub fn run_views(&self, inputs: &[TensorView<'_>]) -> Result<Vec<Tensor>> {
         let (mut values, _) = self.execute(inputs, &mut [])?;
         let outputs = &self.program.outputs;
         let mut results = Vec::with_capacity(outputs.len());
@@ -952,6 +967,31 @@ impl Executable {
     /// [`BroadcastError::ElementType`] or [`BroadcastError::ArgumentShape`] for outputs of the
     /// wrong count, type or shape (naming the output by its index).
     pub fn run_into(&self, inputs: &[Tensor], outputs: &mut [Tensor]) -> Result<()> {
+        let views: Vec<TensorView<'_>> = inputs.iter().map(Tensor::read).collect();
+        self.run_views_into(&views, outputs)
+    }
+
+    /// [`Executable::run_into`] on the caller's arrays or views where they lie: a loop that
+    /// calls it copies no input and allocates no large array after its first call.
+    ///
+    /// ```
+    /// use ndarray::{array, Array1};
+    /// use xla_bcast::stablehlo::{Program, Tensor, TensorView};
+    ///
+    /// let mut p = Program::new("double");
+    /// let x = p.parameter::<f32>(&[3]);
+    /// let y = p.add(x, x, &[]).unwrap();
+    /// p.output(y).unwrap();
+    /// let exe = p.compile().unwrap();
+    /// let mut out = [Tensor::from(Array1::<f32>::zeros(3).into_dyn())];
+    /// let x = array![1.0f32, 2.0, 3.0];
+    /// exe.run_views_into(&[TensorView::from(&x)], &mut out).unwrap();
+    /// assert_eq!(out[0].view::<f32>().unwrap(), array![2.0f32, 4.0, 6.0].into_dyn());
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Executable::run_into`].
+    pub fn run_views_into(&self, inputs: &[TensorView<'_>], outputs: &mut [Tensor]) -> Result<()> {
         let program = &self.program;
         if outputs.len() != program.outputs.len() {
             return Err(BroadcastError::ArgumentCount {
@@ -963,7 +1003,15 @@ impl Executable {
             });
         }
         for (k, (out, v)) in outputs.iter().zip(&program.outputs).enumerate() {
-            program.check_argument("run_into", "output", k, program.node(*v), out)?;
+            let node = program.node(*v);
+            program.check_argument(
+                "run_into",
+                "output",
+                k,
+                node,
+                out.element_type(),
+                out.shape(),
+            )?;
         }
         let (mut values, lent) = self.execute(inputs, outputs)?;
         for &(k, m) in &lent {
@@ -982,16 +1030,16 @@ impl Executable {
     /// for those a later stage reads: their arrays are lent to the values, and listed as
     /// (output, value) for the caller to take back (on an error they are put back here).
     #[allow(clippy::type_complexity)]
-    fn execute<'t>(
+    fn execute<'t, 'i: 't>(
         &'t self,
-        inputs: &'t [Tensor],
+        inputs: &[TensorView<'i>],
         direct: &mut [Tensor],
-    ) -> Result<(Vec<Option<Cow<'t, Tensor>>>, Vec<(usize, usize)>)> {
+    ) -> Result<(Vec<Option<Held<'t>>>, Vec<(usize, usize)>)> {
         let program = &self.program;
         let mut values = program.inputs("run", inputs)?;
         for (i, node) in program.nodes.iter().enumerate() {
             if let Op::Constant(t) = &node.op {
-                values[i] = Some(Cow::Borrowed(t));
+                values[i] = Some(Held::Read(t.read()));
             }
         }
         let mut lent = Vec::new();
@@ -1009,7 +1057,7 @@ impl Executable {
     /// Runs the stages in order, as [`Executable::execute`] says.
     fn stages<'t>(
         &'t self,
-        values: &mut [Option<Cow<'t, Tensor>>],
+        values: &mut [Option<Held<'t>>],
         direct: &mut [Tensor],
         lent: &mut Vec<(usize, usize)>,
     ) -> Result<()> {
@@ -1018,14 +1066,14 @@ impl Executable {
             match stage {
                 Stage::Node(i) => {
                     let get =
-                        |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
+                        |v: &Value| values[v.index].as_ref().expect("values are made in order");
                     let out = eval(&program.nodes[*i], &get)?;
-                    values[*i] = Some(Cow::Owned(out));
+                    values[*i] = Some(Held::Owned(out));
                 }
                 Stage::Rows(r) => self.run_rows(r, values, direct, lent)?,
             }
             for &v in &self.drops[s] {
-                if let Some(Cow::Owned(t)) = values[v].take() {
+                if let Some(Held::Owned(t)) = values[v].take() {
                     self.scratch.give(t);
                 }
             }
@@ -1039,7 +1087,7 @@ impl Executable {
     fn run_rows<'t>(
         &'t self,
         r: &Rows,
-        values: &mut [Option<Cow<'t, Tensor>>],
+        values: &mut [Option<Held<'t>>],
         direct: &mut [Tensor],
         lent: &mut Vec<(usize, usize)>,
     ) -> Result<()> {
@@ -1050,7 +1098,7 @@ impl Executable {
             Some((&n, outer)) => (outer, n),
             None => (&r.shape[..], 1),
         };
-        let value = |v: usize| &**values[v].as_ref().expect("values are made in order");
+        let value = |v: usize| values[v].as_ref().expect("values are made in order");
         // Each member's layout in `Program::run` (from its operands' layouts).
         let mut layout: Vec<Strides> = Vec::with_capacity(r.members.len());
         for (k, &i) in r.members.iter().enumerate() {
@@ -1084,10 +1132,9 @@ impl Executable {
             });
         if !by_rows {
             for &i in &r.members {
-                let get =
-                    |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
+                let get = |v: &Value| values[v.index].as_ref().expect("values are made in order");
                 let out = eval(&program.nodes[i], &get)?;
-                values[i] = Some(Cow::Owned(out));
+                values[i] = Some(Held::Owned(out));
             }
             return Ok(());
         }
@@ -1192,12 +1239,12 @@ impl Executable {
                 Member::Fresh(t) => unsafe { t.assume_init() },
                 Member::Kept(t) => t,
             };
-            values[m] = Some(Cow::Owned(t));
+            values[m] = Some(Held::Owned(t));
         }
         for (k, &m) in r.outputs.iter().enumerate() {
             if let (Some(d), false) = (target[k], r.last_use[k]) {
-                let stand_in = kernels_of(program.nodes[m].ty);
-                values[m] = Some(Cow::Owned(std::mem::replace(&mut direct[d], stand_in)));
+                let stand_in = stand_in(program.nodes[m].ty);
+                values[m] = Some(Held::Owned(std::mem::replace(&mut direct[d], stand_in)));
                 lent.push((d, m));
             }
         }

@@ -5,7 +5,8 @@
 //! bit for bit.
 
 use super::{
-    Binary, Direction, ElementType, Node, Op, Reduction, StableHloElement, Tensor, Unary, Value,
+    Binary, Direction, ElementType, Held, Node, Op, Reduction, StableHloElement, Tensor, Unary,
+    Value,
 };
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
@@ -850,10 +851,10 @@ pub(super) fn mismatch(op: &'static str) -> BroadcastError {
 }
 
 /// One node on concrete inputs.
-pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Result<Tensor> {
+pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>) -> Result<Tensor> {
     let shape = &node.shape[..];
     // Each operand placed at the node's shape: by `dims`, or (none given) at its own rank.
-    let place = |op: &'static str, v: &'v Tensor, dims: Option<&[usize]>| {
+    let place = |op: &'static str, v: &'v Held<'h>, dims: Option<&[usize]>| {
         let own = iota(v.shape().len());
         v.placed(op, shape, dims.unwrap_or(&own))
     };
@@ -863,16 +864,18 @@ pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Re
         Op::BroadcastInDim { x, dims } => {
             let x = get(x);
             let src = place("broadcast_in_dim", x, Some(dims))?;
-            let run = table::copy(x.element_size()).ok_or_else(|| mismatch("broadcast_in_dim"))?;
+            let ty = x.element_type();
+            let run = table::copy(ty.size()).ok_or_else(|| mismatch("broadcast_in_dim"))?;
             // SAFETY: a copy of the input's element size into an output of its type.
-            unsafe { x.collect_like("broadcast_in_dim", shape, run, &[&src]) }
+            unsafe { Tensor::collect_as(ty, "broadcast_in_dim", shape, run, &[&src]) }
         }
         Op::Binary { op, lhs, rhs, dims } => {
             let name = op.names().0;
-            let run = get(lhs).binary_kernel(*op).ok_or_else(|| mismatch(name))?;
+            let ty = get(lhs).element_type();
+            let run = ty.binary_kernel(*op).ok_or_else(|| mismatch(name))?;
             let (a, b) = binary_operands(name, [get(lhs), get(rhs)], dims, shape)?;
             // SAFETY: the kernel of the lhs's type, which the rhs shares, into an output of it.
-            unsafe { get(lhs).collect_like(name, shape, run, &[&a, &b]) }
+            unsafe { Tensor::collect_as(ty, name, shape, run, &[&a, &b]) }
         }
         Op::Compare {
             dir,
@@ -888,7 +891,10 @@ pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Re
                 Direction::Ge => (Direction::Le, [&b, &a]),
                 dir => (*dir, [&a, &b]),
             };
-            let run = get(lhs).compare_kernel(dir).ok_or_else(|| mismatch(name))?;
+            let run = get(lhs)
+                .element_type()
+                .compare_kernel(dir)
+                .ok_or_else(|| mismatch(name))?;
             // SAFETY: the comparison of the operands' type, into `bool`s.
             unsafe { table::collect::<bool>(name, shape, run.into(), &inputs).map(Tensor::Pred) }
         }
@@ -898,10 +904,11 @@ pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Re
             on_false,
         } => {
             let (p, t, f) = (get(pred), get(on_true), get(on_false));
-            if !matches!(p, Tensor::Pred(_)) || t.element_type() != f.element_type() {
+            if p.element_type() != bool::TYPE || t.element_type() != f.element_type() {
                 return Err(mismatch("select"));
             }
-            let run = table::select(t.element_size()).ok_or_else(|| mismatch("select"))?;
+            let ty = t.element_type();
+            let run = table::select(ty.size()).ok_or_else(|| mismatch("select"))?;
             let inputs = [
                 place("select", p, None)?,
                 place("select", t, None)?,
@@ -909,21 +916,38 @@ pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Re
             ];
             // SAFETY: a `bool` predicate and branches of one type, moved by their bits into an
             // output of that type.
-            unsafe { t.collect_like("select", shape, run, &[&inputs[0], &inputs[1], &inputs[2]]) }
+            unsafe {
+                Tensor::collect_as(
+                    ty,
+                    "select",
+                    shape,
+                    run,
+                    &[&inputs[0], &inputs[1], &inputs[2]],
+                )
+            }
         }
         Op::Clamp { min, x, max } => {
             let (lo, v, hi) = (get(min), get(x), get(max));
             if lo.element_type() != v.element_type() || hi.element_type() != v.element_type() {
                 return Err(mismatch("clamp"));
             }
-            let run = v.clamp_kernel().ok_or_else(|| mismatch("clamp"))?;
+            let ty = v.element_type();
+            let run = ty.clamp_kernel().ok_or_else(|| mismatch("clamp"))?;
             let inputs = [
                 place("clamp", v, None)?,
                 place("clamp", lo, None)?,
                 place("clamp", hi, None)?,
             ];
             // SAFETY: `clamp` of the three's one type, into an output of it.
-            unsafe { v.collect_like("clamp", shape, run, &[&inputs[0], &inputs[1], &inputs[2]]) }
+            unsafe {
+                Tensor::collect_as(
+                    ty,
+                    "clamp",
+                    shape,
+                    run,
+                    &[&inputs[0], &inputs[1], &inputs[2]],
+                )
+            }
         }
         Op::ReduceInDim { x, dims } => {
             let x = get(x);
@@ -937,6 +961,7 @@ pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Re
         Op::Convert { x } => {
             let x = get(x);
             let run = x
+                .element_type()
                 .convert_kernel(node.ty)
                 .ok_or_else(|| mismatch("convert"))?;
             let src = place("convert", x, None)?;
@@ -945,26 +970,12 @@ pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Re
         }
         Op::Unary { op, x } => {
             let (x, name) = (get(x), op.names().0);
-            let run = x.unary_kernel(*op).ok_or_else(|| mismatch(name))?;
+            let ty = x.element_type();
+            let run = ty.unary_kernel(*op).ok_or_else(|| mismatch(name))?;
             let src = place(name, x, None)?;
-            // SAFETY: the op's kernel for `x`'s type, into `bool`s (`is_finite`) or an output of
-            // that type.
-            unsafe {
-                match (op, x) {
-                    (Unary::IsFinite, _) => {
-                        table::collect::<bool>(name, shape, run.into(), &[&src]).map(Tensor::Pred)
-                    }
-                    #[cfg(feature = "complex")]
-                    (Unary::Abs, Tensor::C64(_)) => {
-                        table::collect::<f32>(name, shape, run.into(), &[&src]).map(Tensor::F32)
-                    }
-                    #[cfg(feature = "complex")]
-                    (Unary::Abs, Tensor::C128(_)) => {
-                        table::collect::<f64>(name, shape, run.into(), &[&src]).map(Tensor::F64)
-                    }
-                    _ => x.collect_like(name, shape, run, &[&src]),
-                }
-            }
+            // SAFETY: the op's kernel for `x`'s type, into an output of the node's type, the
+            // one it writes (`bool` for `is_finite`, the real type for a complex `abs`).
+            unsafe { Tensor::collect_as(node.ty, name, shape, run, &[&src]) }
         }
         Op::Reduce { op, x, axes } => {
             let x = get(x);
@@ -988,17 +999,18 @@ pub(super) fn eval<'v>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Tensor) -> Re
 fn fold(
     r: Reduction,
     op: &'static str,
-    x: &Tensor,
+    x: &Held<'_>,
     shape: &[usize],
     acc_dim: &[Option<usize>],
 ) -> Result<Tensor> {
-    let run = x.fold_kernel(r).ok_or_else(|| mismatch(op))?;
-    let identity = Tensor::identity(x.element_type(), r).ok_or_else(|| mismatch(op))?;
+    let ty = x.element_type();
+    let run = ty.fold_kernel(r).ok_or_else(|| mismatch(op))?;
+    let identity = Tensor::identity(ty, r).ok_or_else(|| mismatch(op))?;
     let fill = || -> Result<Tensor> {
         let scalar = identity.placed(op, shape, &[])?;
-        let copy = table::copy(x.element_size()).ok_or_else(|| mismatch(op))?;
+        let copy = table::copy(ty.size()).ok_or_else(|| mismatch(op))?;
         // SAFETY: a copy of the identity, of `x`'s type, into an output of that type.
-        unsafe { identity.collect_like(op, shape, copy, &[&scalar]) }
+        unsafe { Tensor::collect_as(ty, op, shape, copy, &[&scalar]) }
     };
     let src = x.placed(op, x.shape(), &iota(x.shape().len()))?;
     let mut acc = fill()?;
@@ -1014,7 +1026,7 @@ fn fold(
 /// A binary op's operands of one type, placed at its output `shape` by XLA's rule.
 fn binary_operands<'v>(
     name: &'static str,
-    [lhs, rhs]: [&'v Tensor; 2],
+    [lhs, rhs]: [&'v Held<'_>; 2],
     dims: &[usize],
     shape: &'v [usize],
 ) -> Result<(Operand<'v>, Operand<'v>)> {

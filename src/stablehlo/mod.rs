@@ -36,7 +36,6 @@
 //! Where XLA and the crate are known to differ, see the README's "Where the references
 //! disagree" (integer `pow` with exponents of 64 and more).
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use ndarray::ArrayD;
@@ -179,6 +178,30 @@ macro_rules! tensor_types {
             }
         }
 
+        /// A borrowed array of any element type a [`Program`] takes: what
+        /// [`Executable::run_views`] reads where it lies, without a copy. Made from any ndarray
+        /// array or view of an element type a program has (`TensorView::from(&x)`,
+        /// `x.view().into()`), or from a [`Tensor`].
+        ///
+        /// ```
+        /// use ndarray::array;
+        /// use xla_bcast::stablehlo::{Tensor, TensorView};
+        ///
+        /// let x = array![[1.0f32, 2.0], [3.0, 4.0]];
+        /// let v = TensorView::from(&x);
+        /// assert_eq!(v.shape(), &[2, 2]);
+        /// assert_eq!(v.element_type().name, "f32");
+        /// assert_eq!(v.to_tensor(), Tensor::from(x.into_dyn()));
+        /// ```
+        #[derive(Debug, Clone)]
+        pub enum TensorView<'a> {
+            $(
+                $(#[$cfg])*
+                #[doc = concat!("`", stringify!($t), "` (`", $name, "`).")]
+                $variant(ndarray::ArrayViewD<'a, $t>),
+            )*
+        }
+
         impl Tensor {
             /// Its element type.
             pub fn element_type(&self) -> ElementType {
@@ -215,71 +238,11 @@ macro_rules! tensor_types {
                 }
             }
 
-            /// The bytes of one element.
-            fn element_size(&self) -> usize {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => size_of::<$t>(),)*
-                }
-            }
-
             /// This array seen at `shape`, its dim `i` at `dims[i]`: the rule's error when that
             /// does not place it.
             fn placed<'a>(&'a self, op: &'static str, shape: &'a [usize], dims: &[usize]) -> Result<Operand<'a>> {
                 match self {
                     $($(#[$cfg])* Tensor::$variant(a) => Src::placed(op, a, shape, dims).map(Src::into_operand),)*
-                }
-            }
-
-            /// `op`'s kernel for this element type.
-            fn binary_kernel(&self, op: Binary) -> Option<Run<3>> {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::binary(op),)*
-                }
-            }
-
-            /// The comparison's kernel for this element type.
-            fn compare_kernel(&self, dir: Direction) -> Option<Run<3>> {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::compare(dir),)*
-                }
-            }
-
-            /// `clamp`'s kernel for this element type.
-            fn clamp_kernel(&self) -> Option<Run<4>> {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::clamp(),)*
-                }
-            }
-
-            /// `kernel` over `inputs` (seen at `shape`) into a fresh tensor of this one's type.
-            ///
-            /// # Safety
-            /// As [`table::collect`], for an output of this tensor's element type.
-            unsafe fn collect_like(
-                &self,
-                op: &'static str,
-                shape: &[usize],
-                kernel: impl Into<Kernel>,
-                inputs: &[&Operand<'_>],
-            ) -> Result<Tensor> {
-                let kernel = kernel.into();
-                match self {
-                    // SAFETY: as the caller promised; every element type of a tensor is `Copy`.
-                    $($(#[$cfg])* Tensor::$variant(_) => unsafe { table::collect::<$t>(op, shape, kernel, inputs) }.map(Tensor::$variant),)*
-                }
-            }
-
-            /// `op`'s kernel for this element type.
-            fn unary_kernel(&self, op: Unary) -> Option<Run<2>> {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::unary(op),)*
-                }
-            }
-
-            /// The fold of reduction `r` for its element type ([`Kernels::fold`]).
-            fn fold_kernel(&self, r: Reduction) -> Option<FoldFn> {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => <$t as Kernels>::fold(r),)*
                 }
             }
 
@@ -303,26 +266,20 @@ macro_rules! tensor_types {
                 ty: ElementType,
                 op: &'static str,
                 shape: &[usize],
-                kernel: Run<2>,
+                kernel: impl Into<Kernel>,
                 inputs: &[&Operand<'_>],
             ) -> Result<Tensor> {
+                let kernel = kernel.into();
                 $(
                     $(#[$cfg])*
                     if ty == <$t as StableHloElement>::TYPE {
                         // SAFETY: as the caller promised; every element type of a tensor is
                         // `Copy`.
-                        return unsafe { table::collect::<$t>(op, shape, kernel.into(), inputs) }
+                        return unsafe { table::collect::<$t>(op, shape, kernel, inputs) }
                             .map(Tensor::$variant);
                     }
                 )*
                 unreachable!("every element type is a tensor's")
-            }
-
-            /// The conversion kernel from this tensor's element type to `to`.
-            fn convert_kernel(&self, to: ElementType) -> Option<Run<2>> {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => eval::convert_kernel::<$t>(to),)*
-                }
             }
 
             /// The array inside, as an operand to write at its own shape.
@@ -330,6 +287,122 @@ macro_rules! tensor_types {
                 match self {
                     $($(#[$cfg])* Tensor::$variant(a) => Operand::output(a),)*
                 }
+            }
+
+            /// A view of the array inside, of its element type.
+            fn read(&self) -> TensorView<'_> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => TensorView::$variant(a.view()),)*
+                }
+            }
+        }
+
+        impl TensorView<'_> {
+            /// Its element type.
+            ///
+            /// ```
+            /// use xla_bcast::stablehlo::TensorView;
+            /// assert_eq!(TensorView::from(&ndarray::array![1u8]).element_type().name, "ui8");
+            /// ```
+            pub fn element_type(&self) -> ElementType {
+                match self {
+                    $($(#[$cfg])* TensorView::$variant(_) => <$t as StableHloElement>::TYPE,)*
+                }
+            }
+
+            /// Its shape.
+            ///
+            /// ```
+            /// use xla_bcast::stablehlo::TensorView;
+            /// assert_eq!(TensorView::from(&ndarray::array![[1i64, 2, 3]]).shape(), &[1, 3]);
+            /// ```
+            pub fn shape(&self) -> &[usize] {
+                match self {
+                    $($(#[$cfg])* TensorView::$variant(a) => a.shape(),)*
+                }
+            }
+
+            /// The elements, copied into an owned [`Tensor`] (in the standard layout).
+            ///
+            /// ```
+            /// use xla_bcast::stablehlo::{Tensor, TensorView};
+            /// let x = ndarray::array![[1, 2], [3, 4]];
+            /// assert_eq!(TensorView::from(x.t()).to_tensor(), Tensor::from(x.t().to_owned().into_dyn()));
+            /// ```
+            pub fn to_tensor(&self) -> Tensor {
+                match self {
+                    $($(#[$cfg])* TensorView::$variant(a) => Tensor::$variant(a.to_owned()),)*
+                }
+            }
+
+            /// Its strides, in elements.
+            fn strides(&self) -> &[isize] {
+                match self {
+                    $($(#[$cfg])* TensorView::$variant(a) => a.strides(),)*
+                }
+            }
+
+            /// The same view, for a shorter lifetime.
+            fn reborrow<'b>(&self) -> TensorView<'b>
+            where
+                Self: 'b,
+            {
+                match self {
+                    $($(#[$cfg])* TensorView::$variant(a) => TensorView::$variant(a.clone().reborrow()),)*
+                }
+            }
+
+            /// This array seen at `shape`, its dim `i` at `dims[i]`: the rule's error when that
+            /// does not place it.
+            fn placed<'a>(&'a self, op: &'static str, shape: &'a [usize], dims: &[usize]) -> Result<Operand<'a>> {
+                match self {
+                    $($(#[$cfg])* TensorView::$variant(a) => Src::placed(op, a, shape, dims).map(Src::into_operand),)*
+                }
+            }
+        }
+
+        /// The kernels of each element type, looked up by its StableHLO type.
+        impl ElementType {
+            /// The bytes of one element.
+            fn size(self) -> usize {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return size_of::<$t>(); })*
+                unreachable!("every element type is a tensor's")
+            }
+
+            /// `op`'s kernel for this element type.
+            fn binary_kernel(self, op: Binary) -> Option<Run<3>> {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::binary(op); })*
+                None
+            }
+
+            /// The comparison's kernel for this element type.
+            fn compare_kernel(self, dir: Direction) -> Option<Run<3>> {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::compare(dir); })*
+                None
+            }
+
+            /// `clamp`'s kernel for this element type.
+            fn clamp_kernel(self) -> Option<Run<4>> {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::clamp(); })*
+                None
+            }
+
+            /// `op`'s kernel for this element type.
+            fn unary_kernel(self, op: Unary) -> Option<Run<2>> {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::unary(op); })*
+                None
+            }
+
+            /// The fold of reduction `r` for this element type ([`Kernels::fold`]).
+            fn fold_kernel(self, r: Reduction) -> Option<FoldFn> {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::fold(r); })*
+                None
+            }
+
+            /// The conversion kernel from this element type to `to`.
+            fn convert_kernel(self, to: ElementType) -> Option<Run<2>> {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return eval::convert_kernel::<$t>(to); })*
+                None
             }
         }
 
@@ -351,6 +424,27 @@ macro_rules! tensor_types {
             impl From<ArrayD<$t>> for Tensor {
                 fn from(a: ArrayD<$t>) -> Tensor {
                     Tensor::$variant(a)
+                }
+            }
+
+            $(#[$cfg])*
+            impl<'a, D: ndarray::Dimension> From<ndarray::ArrayView<'a, $t, D>> for TensorView<'a> {
+                fn from(a: ndarray::ArrayView<'a, $t, D>) -> TensorView<'a> {
+                    TensorView::$variant(a.into_dyn())
+                }
+            }
+
+            $(#[$cfg])*
+            impl<'a, D: ndarray::Dimension> From<&'a ndarray::Array<$t, D>> for TensorView<'a> {
+                fn from(a: &'a ndarray::Array<$t, D>) -> TensorView<'a> {
+                    TensorView::$variant(a.view().into_dyn())
+                }
+            }
+
+            $(#[$cfg])*
+            impl<'a, D: ndarray::Dimension> From<&'a ndarray::ArrayRef<$t, D>> for TensorView<'a> {
+                fn from(a: &'a ndarray::ArrayRef<$t, D>) -> TensorView<'a> {
+                    TensorView::$variant(a.view().into_dyn())
                 }
             }
 
@@ -422,7 +516,7 @@ impl Tensor {
 
     /// `src`'s elements into this tensor, of the same type and shape, through the engine's
     /// copy of their size.
-    fn assign_from(&mut self, op: &'static str, src: &Tensor) -> Result<()> {
+    fn assign_from(&mut self, op: &'static str, src: &Held<'_>) -> Result<()> {
         crate::front::check_out(op, src.shape(), self.shape())?;
         if self.element_type() != src.element_type() {
             return Err(type_error(
@@ -431,7 +525,7 @@ impl Tensor {
                 "an output of another type than the program's",
             ));
         }
-        let size = src.element_size();
+        let size = src.element_type().size();
         let input = src.placed(op, src.shape(), &iota(src.shape().len()))?;
         let copy = table::copy(size).ok_or_else(|| eval::mismatch(op))?;
         let slot = crate::engine::SlotInfo {
@@ -443,6 +537,58 @@ impl Tensor {
         // no drop glue) and shape; `self` is borrowed mutably, so nothing else touches it.
         unsafe { table::write(self.output(), slot, copy.into(), &[&input], false) };
         Ok(())
+    }
+}
+
+/// A value while a program runs: an array it computed, or one it reads where it lies (an
+/// input, the caller's, or a constant of the program).
+#[derive(Debug, Clone)]
+pub(crate) enum Held<'t> {
+    Owned(Tensor),
+    Read(TensorView<'t>),
+}
+
+impl Held<'_> {
+    fn element_type(&self) -> ElementType {
+        match self {
+            Held::Owned(t) => t.element_type(),
+            Held::Read(v) => v.element_type(),
+        }
+    }
+
+    fn shape(&self) -> &[usize] {
+        match self {
+            Held::Owned(t) => t.shape(),
+            Held::Read(v) => v.shape(),
+        }
+    }
+
+    fn strides(&self) -> &[isize] {
+        match self {
+            Held::Owned(t) => t.strides(),
+            Held::Read(v) => v.strides(),
+        }
+    }
+
+    /// The array seen at `shape`, its dim `i` at `dims[i]` ([`Tensor::placed`]).
+    fn placed<'a>(
+        &'a self,
+        op: &'static str,
+        shape: &'a [usize],
+        dims: &[usize],
+    ) -> Result<Operand<'a>> {
+        match self {
+            Held::Owned(t) => t.placed(op, shape, dims),
+            Held::Read(v) => v.placed(op, shape, dims),
+        }
+    }
+
+    /// The array, owned: moved out, or copied from where it lies.
+    fn into_owned(self) -> Tensor {
+        match self {
+            Held::Owned(t) => t,
+            Held::Read(v) => v.to_tensor(),
+        }
     }
 }
 
@@ -917,11 +1063,11 @@ impl Program {
 
     /// A slot per node, the parameters' holding `inputs` (read in place), after checking their
     /// count, types and shapes.
-    fn inputs<'t>(
+    fn inputs<'t, 'i: 't>(
         &self,
         op: &'static str,
-        inputs: &'t [Tensor],
-    ) -> Result<Vec<Option<Cow<'t, Tensor>>>> {
+        inputs: &[TensorView<'i>],
+    ) -> Result<Vec<Option<Held<'t>>>> {
         if inputs.len() != self.params.len() {
             return Err(BroadcastError::ArgumentCount {
                 op,
@@ -931,11 +1077,11 @@ impl Program {
                 got: inputs.len(),
             });
         }
-        let mut values: Vec<Option<Cow<'t, Tensor>>> = vec![None; self.nodes.len()];
+        let mut values: Vec<Option<Held<'t>>> = vec![None; self.nodes.len()];
         for (k, (p, input)) in self.params.iter().zip(inputs).enumerate() {
             let node = self.node(*p);
-            self.check_argument(op, "input", k, node, input)?;
-            values[p.index] = Some(Cow::Borrowed(input));
+            self.check_argument(op, "input", k, node, input.element_type(), input.shape())?;
+            values[p.index] = Some(Held::Read(input.reborrow()));
         }
         Ok(values)
     }
@@ -948,10 +1094,10 @@ impl Program {
         kind: &str,
         k: usize,
         node: &Node,
-        t: &Tensor,
+        got: ElementType,
+        shape: &[usize],
     ) -> Result<()> {
         let argument = || format!("{kind} {k} of program {:?}", self.name);
-        let got = t.element_type();
         if got != node.ty {
             return Err(BroadcastError::ElementType {
                 op,
@@ -964,12 +1110,12 @@ impl Program {
                 ),
             });
         }
-        if !crate::shape::same_dims(&node.shape, t.shape()) {
+        if !crate::shape::same_dims(&node.shape, shape) {
             return Err(BroadcastError::ArgumentShape {
                 op,
                 argument: argument(),
                 expected: node.shape[..].into(),
-                got: t.shape().into(),
+                got: shape.into(),
             });
         }
         Ok(())
@@ -1342,6 +1488,29 @@ impl Program {
     /// not have its parameter's type or shape (the error names the input by its index); any
     /// error of an op (allocation).
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let views: Vec<TensorView<'_>> = inputs.iter().map(Tensor::read).collect();
+        self.run_views(&views)
+    }
+
+    /// [`Program::run`] on the caller's arrays or views where they lie, without a copy of
+    /// them.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("scale");
+    /// let x = p.parameter::<f32>(&[2, 2]);
+    /// let y = p.add(x, x, &[]).unwrap();
+    /// p.output(y).unwrap();
+    /// let a = array![[1.0f32, 2.0], [3.0, 4.0]];
+    /// let out = p.run_views(&[a.t().into()]).unwrap(); // a transposed view, read in place
+    /// assert_eq!(out[0], Tensor::from(array![[2.0f32, 6.0], [4.0, 8.0]].into_dyn()));
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Program::run`].
+    pub fn run_views(&self, inputs: &[TensorView<'_>]) -> Result<Vec<Tensor>> {
         // Inputs and constants are read where they are; a value is dropped after the last node
         // that reads it, unless it is an output; an output is moved out, copied only where it
         // is also an input, a constant or another output.
@@ -1360,11 +1529,11 @@ impl Program {
                 continue;
             }
             let value = match &node.op {
-                Op::Constant(t) => Cow::Borrowed(t),
+                Op::Constant(t) => Held::Read(t.read()),
                 _ => {
                     let get =
-                        |v: &Value| &**values[v.index].as_ref().expect("values are made in order");
-                    Cow::Owned(eval(node, &get)?)
+                        |v: &Value| values[v.index].as_ref().expect("values are made in order");
+                    Held::Owned(eval(node, &get)?)
                 }
             };
             values[i] = Some(value);
