@@ -25,7 +25,9 @@
 //! specification: [`XlaElement`] (`add`, `mul`: every type), [`XlaNumber`] (`sub`, `div`,
 //! `pow`: not `bool`), [`XlaOrd`] (`max`, `min`, `clamp`: not complex), [`XlaReal`] (`rem`:
 //! integers and real floats), [`XlaBitwise`] (`and`, `or`, `xor`: integers and `bool`),
-//! [`XlaInteger`] (shifts) and [`XlaFloat`] (`atan2`). The sub-byte integers of XLA (`i2`,
+//! [`XlaInteger`] (shifts) and [`XlaFloat`] (`atan2`). Generic code needs one bound:
+//! [`XlaRealFloat`] for the real floats, [`XlaInteger`] for the integers, each of which has every
+//! trait its types have. The sub-byte integers of XLA (`i2`,
 //! `i4`, `ui2`, `ui4`) have no Rust type and are not supported.
 //!
 //! An op a type does not have does not compile: a shift of floats,
@@ -218,6 +220,45 @@ pub trait XlaFloat: XlaNumber {
     /// The angle of the point `(rhs, self)`: `atan2(self, rhs)`, in `(-pi, pi]`.
     fn xla_atan2(self, rhs: Self) -> Self;
 }
+
+/// The real floating-point types (`f32`, `f64`; `f16`, `bf16` with the feature `half`): every
+/// op the crate defines on them, under one bound. Generic code over floats bounds its element
+/// type by this (beside `num_traits::Float` or whatever else it uses) and calls every op of
+/// the crate on them: `add_bcast` .. `atan2_bcast`, the comparisons, `select`, `clamp`,
+/// `reduce_in_dim`, the strict operators (all but the bitwise ones) and the wrappers. For
+/// integers the one bound is [`XlaInteger`].
+///
+/// Implemented for every type that is both [`XlaFloat`] and [`XlaReal`].
+///
+/// ```
+/// use ndarray::{Array1, Array2};
+/// use xla_bcast::prelude::*;
+///
+/// /// A layer norm over the rows of `x`, for any real float type.
+/// fn layer_norm<T: XlaRealFloat + num_traits::Float>(
+///     x: Array2<T>,
+///     g: &Array1<T>,
+///     b: &Array1<T>,
+/// ) -> Result<Array2<T>, BroadcastError> {
+///     let (rows, n) = x.dim();
+///     let n = T::from(n).unwrap();
+///     let mean = x.reduce_in_dim(rows, &[0])?.mapv(|s| s / n);
+///     let xc = x.into_strict() - mean.in_dims(&[0]);
+///     let var = (&xc * &xc).reduce_in_dim(rows, &[0])?.mapv(|s| s / n);
+///     let rstd = var.mapv(|v| (v + T::from(1e-5).unwrap()).sqrt().recip());
+///     let y = (xc * rstd.in_dims(&[0])).max_bcast(&ndarray::arr0(T::neg_infinity()), &[])?; // max: any op
+///     Ok((y.into_strict() * g.in_dims(&[1]) + b.in_dims(&[1])).into_inner())
+/// }
+///
+/// let x = ndarray::array![[1.0f32, 2.0, 3.0], [2.0, 2.0, 2.0]];
+/// let y = layer_norm(x, &Array1::ones(3), &Array1::zeros(3)).unwrap();
+/// assert!((y[[0, 2]] - 1.2247).abs() < 1e-3 && y[[1, 0]] == 0.0);
+/// let y64 = layer_norm(ndarray::array![[1.0f64, 3.0]], &Array1::ones(2), &Array1::zeros(2)).unwrap();
+/// assert!((y64[[0, 1]] - 1.0).abs() < 1e-4);
+/// ```
+pub trait XlaRealFloat: XlaFloat + XlaReal {}
+
+impl<T: XlaFloat + XlaReal> XlaRealFloat for T {}
 
 /// An integer type's ops: all but `div` and `pow` alike for signed and unsigned types (`$u` is
 /// the unsigned type of the width, `$s` the signed one); those two are given as expressions of

@@ -42,6 +42,7 @@
 //! Every op runs through one kernel engine (dim merging, loop order from the strides,
 //! vectorisable inner loops, staged transposes, Rayon's pool above [`PARALLEL_THRESHOLD_BYTES`]
 //! with the default `rayon` feature, controlled by [`Parallelism`]).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -60,11 +61,15 @@ pub mod ops;
 pub mod paddle;
 pub mod reduce;
 pub mod shape;
+#[cfg(feature = "stablehlo")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stablehlo")))]
 pub mod stablehlo;
 pub mod strict;
 mod view;
 
-pub use element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
+pub use element::{
+    XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal, XlaRealFloat,
+};
 pub use engine::parallel::{
     parallelism, set_parallelism, with_parallelism, Parallelism, PARALLEL_THRESHOLD_BYTES,
 };
@@ -74,7 +79,7 @@ pub use reduce::unbroadcast_grads;
 /// Everything a user needs: `use xla_bcast::prelude::*;`.
 pub mod prelude {
     pub use crate::element::{
-        XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal,
+        XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal, XlaRealFloat,
     };
     pub use crate::error::BroadcastError;
     pub use crate::ops::{

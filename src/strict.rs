@@ -517,7 +517,6 @@ impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &Strict<S, D> {}
 impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &ArrayBase<S, D> {}
 impl<A, D> Lhs<A, D> for &ArrayRef<A, D> {}
 impl<A, D> Lhs<A, D> for InDims<'_, A, D> {}
-impl<A, D> Lhs<A, D> for &InDims<'_, A, D> {}
 
 /// How an operand of the operators reaches its array: an ndarray array or view, a strict one,
 /// or a reference to either.
@@ -576,18 +575,14 @@ macro_rules! each_array_rhs {
         $m!($($args)* ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
         $m!($($args)* [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
         $m!($($args)* ['r,] [InDims<'r, A, E>] []);
-        $m!($($args)* ['r, 'i,] [&'r InDims<'i, A, E>] []);
     };
 }
 
-/// Calls `$m!` once for each array right-hand side of an [`InDims`] left side: the forms of
-/// [`each_array_rhs!`] but `InDims` (two operands with dimensions would leave the result's
-/// rank open).
+/// Calls `$m!` once for each right-hand side of an [`InDims`] left side: a strict array, owned
+/// or borrowed (a plain array becomes one with `.strict()`; two operands with dimensions would
+/// leave the result's rank open). Each form is an impl per op, which every build compiles.
 macro_rules! each_in_dims_rhs {
     ($m:ident!($($args:tt)*)) => {
-        $m!($($args)* ['r, S2,] [&'r ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
-        $m!($($args)* ['r,] [&'r ArrayRef<A, E>] []);
-        $m!($($args)* [S2,] [ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
         $m!($($args)* ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
         $m!($($args)* [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
     };
@@ -646,7 +641,6 @@ macro_rules! binary_operator {
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, ['l,] [&'l ArrayBase<S, D>]);
         each_array_rhs!(assign_impl!($assign_trait, $assign, $op, $bound, $elem,));
         each_in_dims_rhs!(in_dims_lhs_impl!($trait, $method, $op, $bound, $elem, ['l,] [InDims<'l, A, D>]));
-        each_in_dims_rhs!(in_dims_lhs_impl!($trait, $method, $op, $bound, $elem, ['l, 'j,] [&'l InDims<'j, A, D>]));
 
         impl<A, S, D> $assign_trait<A> for Strict<S, D>
         where
@@ -691,8 +685,6 @@ macro_rules! binary_operator {
             ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
         binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
             ['r,] [InDims<'r, A, E>] []);
-        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
-            ['r, 'i,] [&'r InDims<'i, A, E>] []);
     };
 }
 

@@ -440,9 +440,9 @@ fn in_dims_operands_follow_xlas_rule_and_lend_the_owned_buffer() {
     let y = mu.in_dims(&[0]) / &x.strict();
     assert_eq!(y, mu.div_bcast(&x, &[0]).unwrap());
     let m = mu.in_dims(&[0]);
-    let y = x.strict() / &m;
+    let y = x.strict() / m;
     assert_eq!(y, x.div_bcast(&mu, &[0]).unwrap());
-    let y = &m / x.strict();
+    let y = m / x.strict();
     assert_eq!(y, mu.div_bcast(&x, &[0]).unwrap());
 
     // In place.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a one-line dependent pays to build: a one-file program calling `add_bcast` and
 # `mul_bcast`, built from a fresh target directory against this checkout (default features:
-# Rayon included), beside the same program written on ndarray with its `rayon` feature, in one
-# run. Prints wall seconds, CPU seconds (user + sys of
+# Rayon included; and again with the `stablehlo` feature on), beside the same program written
+# on ndarray with its `rayon` feature, in one run. Prints wall seconds, CPU seconds (user + sys of
 # cargo and every rustc) and the peak resident memory of the largest process (rustc), for
 # release and debug builds, and the ratios. The two builds alternate for `rounds` rounds
 # (default 3) and the medians are printed: on a shared VM one build swings by 10%.
@@ -17,7 +17,7 @@ rounds="${2:-3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-mkdir -p "$work/with/src" "$work/alone/src"
+mkdir -p "$work/with/src" "$work/alone/src" "$work/programs/src"
 cat >"$work/with/Cargo.toml" <<EOF
 [package]
 name = "with-xla-bcast"
@@ -37,6 +37,10 @@ fn main() {
     println!("{}", y.sum());
 }
 EOF
+sed -e 's/^name = "with-xla-bcast"/name = "with-programs"/' \
+    -e "s|^xla-bcast = .*|xla-bcast = { path = \"$repo\", features = [\"stablehlo\"] }|" \
+    "$work/with/Cargo.toml" >"$work/programs/Cargo.toml"
+cp "$work/with/src/main.rs" "$work/programs/src/main.rs"
 cat >"$work/alone/Cargo.toml" <<EOF
 [package]
 name = "on-ndarray"
@@ -76,15 +80,21 @@ for profile in release debug; do
     [ "$which" = both ] || [ "$which" = "$profile" ] || continue
     : >"$work/alone.txt"
     : >"$work/with.txt"
+    : >"$work/programs.txt"
     for _ in $(seq "$rounds"); do
         measure "$work/alone" "$profile" >>"$work/alone.txt"
         measure "$work/with" "$profile" >>"$work/with.txt"
+        measure "$work/programs" "$profile" >>"$work/programs.txt"
     done
     col() { cut -d' ' -f"$2" "$work/$1.txt" | median; }
     aw=$(col alone 1) ac=$(col alone 2) am=$(col alone 3)
-    xw=$(col with 1) xc=$(col with 2) xm=$(col with 3)
-    echo "$profile (medians of $rounds): ndarray with rayon ${aw} s wall, ${ac} s CPU, peak ${am} GiB;" \
-        "with xla_bcast ${xw} s wall, ${xc} s CPU, peak ${xm} GiB;" \
-        "$(awk -v a="$aw" -v x="$xw" -v c="$ac" -v d="$xc" 'BEGIN { printf "%.1fx wall, %.2fx CPU", x / a, d / c }')"
-    echo "  CPU s, alone: $(cut -d' ' -f2 "$work/alone.txt" | tr '\n' ' ')with: $(cut -d' ' -f2 "$work/with.txt" | tr '\n' ' ')"
+    for dep in with programs; do
+        xw=$(col $dep 1) xc=$(col $dep 2) xm=$(col $dep 3)
+        what="with xla_bcast"
+        [ "$dep" = programs ] && what="with xla_bcast and stablehlo"
+        echo "$profile (medians of $rounds): ndarray with rayon ${aw} s wall, ${ac} s CPU, peak ${am} GiB;" \
+            "$what ${xw} s wall, ${xc} s CPU, peak ${xm} GiB;" \
+            "$(awk -v a="$aw" -v x="$xw" -v c="$ac" -v d="$xc" 'BEGIN { printf "%.1fx wall, %.2fx CPU", x / a, d / c }')"
+    done
+    echo "  CPU s, alone: $(cut -d' ' -f2 "$work/alone.txt" | tr '\n' ' ')with: $(cut -d' ' -f2 "$work/with.txt" | tr '\n' ' ')programs: $(cut -d' ' -f2 "$work/programs.txt" | tr '\n' ' ')"
 done

@@ -1,6 +1,7 @@
 //! Fresh outputs. A large fresh array costs more in page faults than in arithmetic, so on
 //! Linux the engine asks for transparent huge pages on the part of a large allocation that is
-//! 2 MiB aligned (as NumPy does), and the parallel kernels make the first touch from every thread.
+//! 2 MiB aligned (as NumPy does; a 64 MiB result then takes a third of the time), and the
+//! parallel kernels make the first touch from every thread.
 
 use std::mem::MaybeUninit;
 
@@ -11,10 +12,6 @@ use crate::error::{BroadcastError, Result};
 
 /// Outputs at least this large (in bytes) get the huge-page advice.
 const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
-
-/// Outputs at least this large get a spare huge page of capacity (see [`with_capacity`]): at
-/// most an eighth more memory, virtual until the last page is touched.
-const SPARE_MIN_BYTES: usize = 16 << 20;
 
 /// An uninitialised array of shape `dim`, contiguous with its dims laid out in `order`, or an
 /// error (never an abort) when its bytes do not fit `isize` or the allocator refuses them.
@@ -98,40 +95,16 @@ pub(crate) fn filled<A: Clone, D: Dimension>(
     Array::from_shape_vec(dim.clone(), buffer).map_err(|_| fail(&dim))
 }
 
-/// An empty vector with room for `len` elements, its large pages advised as huge, or `None`
-/// when the allocator refuses it.
-///
-/// A vector of [`SPARE_MIN_BYTES`] or more gets a huge page of spare capacity, never written,
-/// so that the advice can cover the huge page its last elements fall in without reaching past
-/// the allocation: otherwise that partial page (up to 2 MiB) faults in 4 KiB at a time, up to
-/// 512 faults on one thread. The spare capacity stays the vector's (visible as its capacity,
-/// e.g. through `Array::into_raw_vec_and_offset`, as the crate's docs say) and is freed with it.
+/// An empty vector with room for exactly `len` elements, its whole huge pages advised as huge,
+/// or `None` when the allocator refuses it.
 pub(crate) fn with_capacity<C>(len: usize) -> Option<Vec<C>> {
-    let size = std::mem::size_of::<C>();
-    let (bytes, spare) = spare_of(len, size)?;
+    let bytes = len.checked_mul(std::mem::size_of::<C>())?;
     let mut buffer: Vec<C> = Vec::new();
-    match len.checked_add(spare) {
-        Some(room) if buffer.try_reserve_exact(room).is_ok() => {}
-        _ => buffer.try_reserve_exact(len).ok()?,
+    buffer.try_reserve_exact(len).ok()?;
+    if huge(bytes) {
+        advise_huge_pages(buffer.as_mut_ptr().cast(), bytes);
     }
-    advise(
-        buffer.as_mut_ptr().cast(),
-        bytes,
-        (buffer.capacity() - len) * size,
-    );
     Some(buffer)
-}
-
-/// The bytes of `len` elements of `size` bytes and the spare elements [`with_capacity`] adds,
-/// or `None` when the bytes overflow.
-#[inline(never)]
-fn spare_of(len: usize, size: usize) -> Option<(usize, usize)> {
-    let bytes = len.checked_mul(size)?;
-    let spare = match huge(bytes) && bytes >= SPARE_MIN_BYTES {
-        true => HUGE.div_ceil(size),
-        false => 0,
-    };
-    Some((bytes, spare))
 }
 
 /// Whether an allocation of `bytes` gets the huge-page advice.
@@ -139,34 +112,8 @@ fn huge(bytes: usize) -> bool {
     cfg!(target_os = "linux") && bytes >= HUGE_PAGE_MIN_BYTES
 }
 
-/// The huge-page advice for an allocation at `ptr` of `bytes` in use and `room` bytes more.
-#[inline(never)]
-fn advise(ptr: *mut u8, bytes: usize, room: usize) {
-    if huge(bytes) {
-        // Up to the last boundary inside the allocation: past the data only with a whole huge
-        // page spare (the fallback in `with_capacity` may have reserved without it).
-        let end = match bytes >= SPARE_MIN_BYTES && room >= HUGE {
-            true => bytes + HUGE - 1,
-            false => bytes,
-        };
-        advise_huge_pages(ptr, end);
-    }
-}
-
 /// The huge page size the advice works in (x86-64 and aarch64 with 4 KiB base pages).
 const HUGE: usize = 2 << 20;
-
-#[cfg(target_os = "linux")]
-extern "C" {
-    /// The C library's `madvise(2)` (every Linux target links it).
-    fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: std::ffi::c_int)
-        -> std::ffi::c_int;
-}
-
-/// Linux's `MADV_HUGEPAGE`: one value on every architecture (the kernel's generic
-/// `mman-common.h`).
-#[cfg(target_os = "linux")]
-const MADV_HUGEPAGE: std::ffi::c_int = 14;
 
 /// Advises as huge the whole 2 MiB-aligned pages of the `bytes` from `ptr`, which the caller
 /// owns.
@@ -179,7 +126,7 @@ fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
         // MADV_HUGEPAGE only changes how the kernel backs those pages, never their contents or
         // ownership, and a failure (e.g. THP disabled) is harmless, so its result is ignored.
         unsafe {
-            madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE);
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
     }
 }
@@ -192,31 +139,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_large_vectors_get_a_spare_huge_page() {
-        let small = with_capacity::<f32>(1000).unwrap();
-        assert_eq!(small.capacity(), 1000);
-        let len = SPARE_MIN_BYTES / 4 + 3;
-        let large = with_capacity::<f32>(len).unwrap();
-        assert!(large.is_empty() && large.capacity() >= len + HUGE / 4);
-        // An element size that does not divide the huge page still gets a whole page spare.
-        let odd = with_capacity::<[u8; 3]>(SPARE_MIN_BYTES.div_ceil(3)).unwrap();
-        assert!((odd.capacity() - SPARE_MIN_BYTES.div_ceil(3)) * 3 >= HUGE);
+    fn vectors_have_exactly_the_capacity_asked_for() {
+        for len in [1000, (HUGE_PAGE_MIN_BYTES + HUGE) / 4 + 3] {
+            let v = with_capacity::<f32>(len).unwrap();
+            assert!(
+                v.is_empty() && v.capacity() == len,
+                "{len}: {}",
+                v.capacity()
+            );
+        }
         // A length whose bytes overflow is refused, not a panic.
         assert!(with_capacity::<f64>(usize::MAX / 4).is_none());
     }
 
-    /// The advice reaches the huge page the last elements fall in: the kernel's flags for the
-    /// mapping that holds the last byte say "hg" (advised huge).
+    /// The advice reaches a large vector's whole huge pages: the kernel's flags for the
+    /// mapping that holds its middle say "hg" (advised huge).
     #[cfg(target_os = "linux")]
     #[test]
-    fn the_last_partial_huge_page_is_advised() {
+    fn large_vectors_are_advised_huge() {
         if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
             return; // a kernel without THP: the advice fails harmlessly, nothing to see
         }
-        // A length that ends inside a huge page wherever the allocation starts.
-        let len = SPARE_MIN_BYTES / 4 + 1000;
+        let len = 3 * HUGE_PAGE_MIN_BYTES / 4;
         let buffer = with_capacity::<f32>(len).unwrap();
-        let last = buffer.as_ptr() as usize + len * 4 - 1;
+        let middle = buffer.as_ptr() as usize + len * 2;
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let mut holds = false;
         let mut flags = None;
@@ -226,7 +172,7 @@ mod tests {
                 if let (Ok(lo), Ok(hi)) =
                     (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
                 {
-                    holds = (lo..hi).contains(&last);
+                    holds = (lo..hi).contains(&middle);
                     continue;
                 }
             }

@@ -665,6 +665,7 @@ unsafe fn update_row<A: Clone, B: Clone>(
 /// # Safety
 /// As [`fold_block`].
 #[inline(always)]
+#[cfg(feature = "stablehlo")]
 pub(crate) unsafe fn fold_plain<A: Clone>(
     o: *mut A,
     b: *const A,

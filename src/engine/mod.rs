@@ -28,9 +28,11 @@ mod operand;
 pub(crate) mod parallel;
 mod plan;
 pub(crate) mod reduce;
+#[cfg(feature = "stablehlo")]
 pub(crate) mod rows;
 mod stage;
 mod stream;
+#[cfg(feature = "stablehlo")]
 pub(crate) mod table;
 mod transpose;
 
@@ -44,8 +46,12 @@ use crate::error::Result;
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 use kernel::Block;
-pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, SlotInfo, Update, Writes, Zip, Zip3};
-pub(crate) use operand::{Operand, Src, Strides};
+#[cfg(feature = "stablehlo")]
+pub(crate) use kernel::SlotInfo;
+pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};
+#[cfg(feature = "stablehlo")]
+pub(crate) use operand::Strides;
+pub(crate) use operand::{Operand, Src};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Order, Plan};
 pub(crate) use reduce::reduce;
@@ -54,6 +60,7 @@ use stream::Write;
 /// An uninitialised array of shape `shape`, for a writer that fills every element, laid out as
 /// a result read from inputs of `strides` (at `shape`) is ([`Fresh::FollowInputs`]); an error
 /// when it cannot be allocated.
+#[cfg(feature = "stablehlo")]
 pub(crate) fn uninit_like<C>(
     op: &'static str,
     shape: &[usize],
@@ -65,12 +72,14 @@ pub(crate) fn uninit_like<C>(
 
 /// [`output_order`], apart from the element types of the generic callers.
 #[inline(never)]
+#[cfg(feature = "stablehlo")]
 fn order_like(shape: &[usize], strides: &[&[isize]]) -> Order {
     output_order(shape, strides)
 }
 
 /// The strides of a result of `shape` read from inputs of `strides`, as [`uninit_like`] lays
 /// it out.
+#[cfg(feature = "stablehlo")]
 pub(crate) fn strides_like(shape: &[usize], strides: &[&[isize]]) -> operand::Strides {
     let order = order_like(shape, strides);
     let order = order.as_ref();

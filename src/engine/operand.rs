@@ -230,6 +230,7 @@ impl<'a, T> Src<'a, T> {
 
     /// The untyped operand, owned: for a walk that takes its element types from elsewhere
     /// (a kernel table's kernel for `T`).
+    #[cfg(feature = "stablehlo")]
     pub fn into_operand(self) -> Operand<'a> {
         self.operand
     }

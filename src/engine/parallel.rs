@@ -271,7 +271,7 @@ fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync), help: &(dyn Fn() + Sy
         let mut spins = 0u32;
         while left.load(Ordering::Acquire) < helpers {
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && since.elapsed() > HELPER_WAIT {
+            if spins.is_multiple_of(64) && since.elapsed() > HELPER_WAIT {
                 break;
             }
             std::hint::spin_loop();

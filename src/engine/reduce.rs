@@ -117,6 +117,7 @@ where
 
 /// A fold of a kernel table's: the identity and the function, for elements `A`, known by the
 /// type. Its function is commutative, so the fold may combine in any order.
+#[cfg(feature = "stablehlo")]
 pub(crate) trait TableFold<A> {
     /// `f(identity, x) == x`.
     fn identity() -> A;
@@ -129,6 +130,7 @@ pub(crate) trait TableFold<A> {
 ///
 /// # Safety
 /// As [`FoldFn`].
+#[cfg(feature = "stablehlo")]
 pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
     _: *const (),
     acc: *mut u8,
@@ -150,6 +152,7 @@ pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
 ///
 /// # Safety
 /// As [`FoldFn`].
+#[cfg(feature = "stablehlo")]
 pub(crate) unsafe fn table_fold_plain<A: Clone, F: TableFold<A>>(
     _: *const (),
     acc: *mut u8,
@@ -162,6 +165,7 @@ pub(crate) unsafe fn table_fold_plain<A: Clone, F: TableFold<A>>(
 
 /// How many partial accumulators [`reduce_table`] of `src` into `acc` (with `acc_dim`, as for
 /// [`reduce`]) takes.
+#[cfg(feature = "stablehlo")]
 pub(crate) fn partials(acc: &Operand<'_>, acc_dim: &[Option<usize>], src: &Operand<'_>) -> usize {
     let strides = acc_strides(acc.shape, &acc.strides, acc_dim, src.shape);
     partial_count(src, &strides, FoldOrder::Any)
@@ -174,6 +178,7 @@ pub(crate) fn partials(acc: &Operand<'_>, acc_dim: &[Option<usize>], src: &Opera
 /// # Safety
 /// `run` folds the element type of `acc`, `src` and `parts`; `acc` and each part are unique
 /// (nothing else touches them during the call); `parts` has [`partials`] of them.
+#[cfg(feature = "stablehlo")]
 pub(crate) unsafe fn reduce_table(
     acc: &Operand<'_>,
     acc_dim: &[Option<usize>],

@@ -116,7 +116,7 @@ fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) ->
         .max();
     SLAB_BYTES / widest.unwrap_or(1)
 }
-const _: () = assert!(SLAB_BYTES % (8 * 8) == 0);
+const _: () = assert!(SLAB_BYTES.is_multiple_of(8 * 8));
 
 /// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
 /// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page

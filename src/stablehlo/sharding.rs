@@ -317,7 +317,7 @@ impl Program {
                 seen.push(a);
                 devices *= mesh.axes[p].1;
             }
-            if shape[d] % devices != 0 {
+            if !shape[d].is_multiple_of(devices) {
                 return Err(refuse(
                     Some(d),
                     axes.last().map(String::as_str),
