@@ -1,4 +1,13 @@
 //! [`BroadcastError`]: every way an input can be wrong, with the shapes, the dims and a fix.
+//!
+//! ```
+//! use ndarray::array;
+//! use xla_bcast::prelude::*;
+//!
+//! let err = array![[1, 2, 3]].add_bcast(&array![1, 2], &[1]).unwrap_err();
+//! assert!(matches!(err, BroadcastError::IncompatibleDims { .. }));
+//! assert_eq!(err.op(), "add");
+//! ```
 
 /// A shape, printed the way the rest of the crate prints shapes: `[2, 3]`.
 fn sh(s: &[usize]) -> String {
@@ -427,6 +436,18 @@ pub(crate) fn suggested_dims(lo: &[usize], hi: &[usize]) -> Vec<Vec<usize>> {
 }
 
 /// Shorthand used across the crate.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::error::Result;
+/// use xla_bcast::prelude::*;
+///
+/// fn centred(x: &ndarray::Array2<f64>) -> Result<ndarray::Array2<f64>> {
+///     let mean = x.reduce_in_dim(x.nrows(), &[0])? / x.ncols() as f64;
+///     x.sub_bcast(&mean, &[0])
+/// }
+/// assert_eq!(centred(&array![[1.0, 3.0]]).unwrap(), array![[-1.0, 1.0]]);
+/// ```
 pub type Result<T, E = BroadcastError> = std::result::Result<T, E>;
 
 impl std::fmt::Display for BroadcastError {

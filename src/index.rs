@@ -1,5 +1,14 @@
 //! XLA's IndexUtil: linear <-> multi-dimensional indices under a layout, index bumping, and
 //! Python-style dim normalisation.
+//!
+//! ```
+//! use xla_bcast::index::{linear_index, multi_index};
+//! use xla_bcast::layout::Layout;
+//!
+//! let col_major = Layout::col_major(2);
+//! assert_eq!(linear_index(&[2, 3], &col_major, &[1, 2]).unwrap(), 5);
+//! assert_eq!(multi_index(&[2, 3], &col_major, 5).unwrap(), vec![1, 2]);
+//! ```
 
 use crate::error::{BroadcastError, Result};
 use crate::layout::Layout;

@@ -77,6 +77,14 @@ pub use error::BroadcastError;
 pub use reduce::unbroadcast_grads;
 
 /// Everything a user needs: `use xla_bcast::prelude::*;`.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![[1, 2], [3, 4]];
+/// assert_eq!(x.add_bcast(&array![10, 20], &[1]).unwrap(), array![[11, 22], [13, 24]]);
+/// ```
 pub mod prelude {
     pub use crate::element::{
         XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal, XlaRealFloat,

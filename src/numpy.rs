@@ -266,10 +266,22 @@ where
 }
 
 /// What `eq` and `ne` need of an element (complex numbers have them, not an order).
+///
+/// ```
+/// use xla_bcast::numpy::Equal;
+/// fn same<T: Equal>(a: T, b: T) -> bool { a == b }
+/// assert!(same(1.0, 1.0));
+/// ```
 pub trait Equal: PartialEq + Clone + Sync {}
 impl<T: PartialEq + Clone + Sync> Equal for T {}
 
 /// What the comparisons need of an element.
+///
+/// ```
+/// use xla_bcast::numpy::Compare;
+/// fn less<T: Compare>(a: T, b: T) -> bool { a < b }
+/// assert!(less(1, 2));
+/// ```
 pub trait Compare: PartialOrd + Clone + Sync {}
 impl<T: PartialOrd + Clone + Sync> Compare for T {}
 

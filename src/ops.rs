@@ -54,6 +54,15 @@ pub(crate) mod sealed {
 }
 
 /// Zero-copy broadcast views, on every ndarray array and view.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let v = array![1, 2, 3];
+/// let b = v.broadcast_in_dim([2, 3], &[1]).unwrap(); // a view: v repeated down the rows
+/// assert_eq!(b, array![[1, 2, 3], [1, 2, 3]]);
+/// ```
 pub trait BroadcastInDim<A, D: Dimension>: Sealed<A, D> {
     /// XLA / StableHLO `BroadcastInDim`: this array seen at `out_shape`, its dim `i` placed at
     /// output dim `broadcast_dimensions[i]`.
@@ -137,6 +146,17 @@ pub trait BroadcastInDim<A, D: Dimension>: Sealed<A, D> {
 }
 
 /// The dimension type of `sizes` of type `Sh` prepended to an array of dimension type `D`.
+///
+/// ```
+/// use ndarray::{array, ArrayView3};
+/// use xla_bcast::ops::LeadingDim;
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![[1, 2], [3, 4]];
+/// let b: ArrayView3<i32> = x.broadcast_leading([5]).unwrap(); // LeadingDim<[usize; 1], Ix2> is Ix3
+/// let _: LeadingDim<[usize; 1], ndarray::Ix2> = b.raw_dim();
+/// assert_eq!(b.shape(), &[5, 2, 2]);
+/// ```
 pub type LeadingDim<Sh, D> = <<Sh as ShapeArg>::Dim as DimConcat<D>>::Output;
 
 impl<A, D: Dimension> BroadcastInDim<A, D> for ArrayRef<A, D> {}
@@ -157,6 +177,13 @@ fn into_view_dim<'a, A, O: Dimension>(
 
 /// The dimension type of two dimension types laid end to end (`Ix1` then `Ix2` is `Ix3`;
 /// `IxDyn` with anything, or a rank past 6, is `IxDyn`).
+///
+/// ```
+/// use ndarray::{Ix1, Ix2, Ix3};
+/// use xla_bcast::ops::DimConcat;
+///
+/// let _: <Ix1 as DimConcat<Ix2>>::Output = Ix3(4, 2, 3);
+/// ```
 pub trait DimConcat<D: Dimension>: Dimension {
     /// The concatenated dimension type.
     type Output: Dimension;
@@ -189,6 +216,16 @@ dim_concat!(
 );
 
 /// A generic binary op under XLA's broadcasting rule, on every ndarray array and view.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let names = array!["a", "b"];
+/// let counts = array![[1usize], [2], [3]];
+/// let r = counts.zip_bcast(&names, &[1], |n, s: &str| s.repeat(n)).unwrap();
+/// assert_eq!(r, array![["a", "b"], ["aa", "bb"], ["aaa", "bbb"]].mapv(String::from));
+/// ```
 pub trait ZipBcast<A, D: Dimension>: Sealed<A, D> {
     /// `f(lhs, rhs)` elementwise, `rhs` broadcast by XLA's rule with explicit
     /// `broadcast_dimensions` (see [`crate::shape::binary_op_shape`]).
@@ -293,6 +330,16 @@ macro_rules! arith_family {
         /// compile time) and comes in three forms: `op_bcast` (a fresh array whose dimension
         /// type is ndarray's `DimMax` of the operands'), `op_bcast_into` (into a caller's array of
         /// the result shape) and `op_assign_bcast` (in place, `self` already has the result shape).
+        ///
+        /// ```
+        /// use ndarray::array;
+        /// use xla_bcast::prelude::*;
+        ///
+        /// let x = array![[1.0, 2.0], [3.0, 4.0]];
+        /// let col = array![10.0, 20.0]; // one per row: dim 0
+        /// assert_eq!(x.add_bcast(&col, &[0]).unwrap(), array![[11.0, 12.0], [23.0, 24.0]]);
+        /// assert_eq!(x.max_bcast(&ndarray::arr0(2.5), &[]).unwrap(), array![[2.5, 2.5], [3.0, 4.0]]);
+        /// ```
         pub trait ArithBcast<A: XlaElement, D: Dimension>: Sealed<A, D> {
             $(
                 #[doc = concat!("Elementwise `", stringify!($op), "` with XLA broadcasting ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]
@@ -410,6 +457,15 @@ macro_rules! compare_family {
         /// Floats compare as IEEE-754 does (any comparison with NaN is false, except `ne`);
         /// `bool` orders `false < true`. `eq` and `ne` need only `PartialEq` (complex numbers
         /// have them), the orderings `PartialOrd`.
+        ///
+        /// ```
+        /// use ndarray::array;
+        /// use xla_bcast::prelude::*;
+        ///
+        /// let x = array![[1, 5], [7, 2]];
+        /// let limit = array![4, 6]; // one per row
+        /// assert_eq!(x.gt_bcast(&limit, &[0]).unwrap(), array![[false, true], [true, false]]);
+        /// ```
         pub trait CompareBcast<A: Clone + Sync, D: Dimension>: Sealed<A, D> {
             $(
                 #[doc = concat!("`self ", stringify!($cmp), " rhs` elementwise with XLA broadcasting.")]
@@ -503,6 +559,14 @@ fn clamp_bounds<'m, 'n, 'o: 'm + 'n, A, E1: Dimension, E2: Dimension>(
 /// XLA `Clamp(min, operand, max)` on every ndarray array and view (the operand): each element
 /// held between its bounds, `min(max(x, min), max)` with XLA's `max` and `min` (NaN propagates;
 /// `bool`: `(x | min) & max`). Each bound is a scalar (rank 0) or has the operand's shape.
+///
+/// ```
+/// use ndarray::{arr0, array};
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![-3.0, 0.5, 9.0];
+/// assert_eq!(x.clamp_bcast(&arr0(0.0), &arr0(1.0)).unwrap(), array![0.0, 0.5, 1.0]);
+/// ```
 pub trait ClampBcast<A, D: Dimension>: Sealed<A, D> {
     /// `self` clamped between `min` and `max`, into a fresh array of `self`'s shape.
     ///
@@ -605,6 +669,15 @@ fn choose<T>(p: bool, on_true: T, on_false: T) -> T {
 }
 
 /// XLA `Select` on a `bool` predicate array or view.
+///
+/// ```
+/// use ndarray::{arr0, array};
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![-1.0, 2.0, -3.0];
+/// let keep = x.gt_bcast(&arr0(0.0), &[]).unwrap();
+/// assert_eq!(keep.select_bcast(&x, &arr0(0.0)).unwrap(), array![0.0, 2.0, 0.0]);
+/// ```
 pub trait SelectBcast<D: Dimension>: Sealed<bool, D> {
     /// `pred ? on_true : on_false` elementwise. The three operands have equal ranks and
     /// broadcast degenerate (size-1) dims, or are rank 0 and broadcast to anything (XLA's rule

@@ -31,6 +31,15 @@ use crate::ops::sealed::Sealed;
 use crate::shape::{binary_plan, reduce_in_dim_check, ShapeArg};
 
 /// Reductions back to an operand's shape, on every ndarray array and view.
+///
+/// ```
+/// use ndarray::{array, Array1};
+/// use xla_bcast::prelude::*;
+///
+/// let grad = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+/// let bias_grad: Array1<f64> = grad.reduce_in_dim(3, &[1]).unwrap(); // a (3,) bias along dim 1
+/// assert_eq!(bias_grad, array![5.0, 7.0, 9.0]);
+/// ```
 pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     /// The adjoint of [`broadcast_in_dim`](crate::ops::BroadcastInDim::broadcast_in_dim): this
     /// array (of the broadcast's output shape) summed back to `operand_shape`.

@@ -11,6 +11,15 @@
 //! | NumPy / PyTorch implicit broadcasting | NumPy | [`numpy_shape`] |
 //! | Paddle's `axis` rule | PaddlePaddle | [`paddle_shape`] |
 //! | XLA `Select` and `Clamp` (three operands) | XLA, StableHLO | [`select_shape`], [`clamp_shape`] |
+//!
+//! ```
+//! use xla_bcast::shape::{binary_op_shape, numpy_shape};
+//!
+//! // XLA: the (3,) operand placed on dim 0 of the (3, 4) one.
+//! assert_eq!(binary_op_shape(&[3, 4], &[3], &[0]).unwrap(), vec![3, 4]);
+//! // NumPy aligns trailing dims instead, so the same shapes do not broadcast.
+//! assert!(numpy_shape(&[&[3, 4], &[3]]).is_err());
+//! ```
 
 use smallvec::SmallVec;
 

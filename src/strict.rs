@@ -160,10 +160,27 @@ use crate::front::{map_collect, zip_assign, zip_collect, DimMaxOf};
 pub struct Strict<S: RawData, D>(ArrayBase<S, D>);
 
 /// An owned [`Strict`] array: what every operator returns.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let y: StrictArray<i32, ndarray::Ix1> = array![1, 2].strict() + 1;
+/// assert_eq!(y.into_inner(), array![2, 3]);
+/// ```
 pub type StrictArray<A, D> = Strict<OwnedRepr<A>, D>;
 
 /// A borrowed [`Strict`] array: what [`ArithBcast::strict`](crate::ops::ArithBcast::strict)
 /// returns.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![1.0, 2.0];
+/// let v: StrictView<f64, ndarray::Ix1> = x.strict();
+/// assert_eq!(v * 2.0, array![2.0, 4.0]);
+/// ```
 pub type StrictView<'a, A, D> = Strict<ViewRepr<&'a A>, D>;
 
 impl<S: RawData, D> Strict<S, D> {
@@ -250,6 +267,14 @@ strict_eq! {
 }
 
 /// Any ndarray array (owned, view, shared, ...) into a [`Strict`] one, consumed.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let y = array![[1, 2], [3, 4]].into_strict() * 10 + &array![[1, 2]];
+/// assert_eq!(y, array![[11, 22], [31, 42]]);
+/// ```
 pub trait IntoStrict<S: RawData, D> {
     /// This array behind strict operators (see [`Strict`]).
     ///

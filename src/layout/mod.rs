@@ -35,6 +35,12 @@ use crate::error::{BroadcastError, Result};
 use crate::shape::checked_size_for;
 
 /// What fills the padding of a padded layout.
+///
+/// ```
+/// use xla_bcast::layout::PaddingValue;
+/// assert_eq!(PaddingValue::default(), PaddingValue::Zero);
+/// assert_ne!(PaddingValue::Lowest, PaddingValue::Highest);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum PaddingValue {
     /// 0.

@@ -58,6 +58,15 @@ mod math;
 use eval::{eval, Kernels};
 
 /// How XLA sees an element type: its name in StableHLO and its kind.
+///
+/// ```
+/// use xla_bcast::stablehlo::{Kind, Program};
+///
+/// let mut p = Program::new("t");
+/// let x = p.parameter::<i16>(&[2]);
+/// let ty = p.element_type(x).unwrap();
+/// assert_eq!((ty.name, ty.kind), ("i16", Kind::Signed));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ElementType {
     /// The StableHLO name: `f32`, `i64`, `ui8`, `i1`, `complex<f32>`, ...
@@ -67,6 +76,14 @@ pub struct ElementType {
 }
 
 /// The kind of an element type, which decides the ops it has and how it compares.
+///
+/// ```
+/// use xla_bcast::stablehlo::{Kind, Program};
+///
+/// let mut p = Program::new("k");
+/// let b = p.parameter::<bool>(&[1]);
+/// assert_eq!(p.element_type(b).unwrap().kind, Kind::Pred);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// `bool` (`i1`, XLA's `PRED`).
@@ -129,6 +146,16 @@ macro_rules! literal {
 macro_rules! tensor_types {
     ($($(#[$cfg:meta])* $variant:ident: $t:ty, $name:literal, $kind:ident, $lit:tt;)*) => {
         /// A concrete array of any element type a [`Program`] takes or gives.
+        ///
+        /// ```
+        /// use ndarray::{array, ArrayD};
+        /// use xla_bcast::stablehlo::Tensor;
+        ///
+        /// let t = Tensor::from(array![[1.0f32, 2.0]].into_dyn()); // in: any ArrayD of an element type
+        /// assert!(matches!(t, Tensor::F32(_)));
+        /// let back = ArrayD::<f32>::try_from(t).unwrap(); // out: the array, no copy
+        /// assert_eq!(back.shape(), &[1, 2]);
+        /// ```
         #[derive(Debug, Clone, PartialEq)]
         pub enum Tensor {
             $(
@@ -204,6 +231,12 @@ macro_rules! tensor_types {
 
         impl Tensor {
             /// Its element type.
+            ///
+            /// ```
+            /// use xla_bcast::stablehlo::Tensor;
+            /// let t = Tensor::from(ndarray::array![1.5f64].into_dyn());
+            /// assert_eq!(t.element_type().name, "f64");
+            /// ```
             pub fn element_type(&self) -> ElementType {
                 match self {
                     $($(#[$cfg])* Tensor::$variant(_) => <$t as StableHloElement>::TYPE,)*
@@ -211,6 +244,12 @@ macro_rules! tensor_types {
             }
 
             /// Its shape.
+            ///
+            /// ```
+            /// use xla_bcast::stablehlo::Tensor;
+            /// let t = Tensor::from(ndarray::Array2::<i16>::zeros((2, 5)).into_dyn());
+            /// assert_eq!(t.shape(), &[2, 5]);
+            /// ```
             pub fn shape(&self) -> &[usize] {
                 match self {
                     $($(#[$cfg])* Tensor::$variant(a) => a.shape(),)*
@@ -593,6 +632,15 @@ impl Held<'_> {
 }
 
 /// An element type a [`Program`] can hold, with its StableHLO type.
+///
+/// ```
+/// use xla_bcast::stablehlo::{StableHloElement, Tensor};
+///
+/// assert_eq!(<i8 as StableHloElement>::TYPE.name, "i8");
+/// let t = Tensor::from(ndarray::array![1u32, 2].into_dyn());
+/// assert_eq!(u32::of(&t).unwrap().len(), 2);
+/// assert!(f32::of(&t).is_none());
+/// ```
 pub trait StableHloElement: XlaElement {
     /// Its StableHLO type.
     const TYPE: ElementType;
@@ -604,6 +652,15 @@ pub trait StableHloElement: XlaElement {
 
 /// A symbolic array of a [`Program`]: a handle, cheap to copy, valid in the program that made
 /// it and in clones of that program made after it (which share the history it belongs to).
+///
+/// ```
+/// use xla_bcast::stablehlo::Program;
+///
+/// let mut p = Program::new("v");
+/// let x = p.parameter::<f32>(&[3]); // a Value: a handle to a symbolic array
+/// let y = p.exp(x).unwrap();
+/// assert_eq!(p.shape(y).unwrap(), &[3]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Value {
     program: u64,
@@ -614,7 +671,7 @@ pub struct Value {
 /// variant, and the [`Program`] method that records it (named as the crate's op).
 macro_rules! op_table {
     ($(#[$m:meta])* $enum:ident, $record:ident, $doc:literal, $errors:literal;
-     $($name:ident => $v:ident, $hlo:literal;)*) => {
+     $($name:ident => $v:ident, $hlo:literal, [$($example:expr),*];)*) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub(crate) enum $enum {
@@ -638,6 +695,14 @@ macro_rules! op_table {
             $(
                 #[doc = concat!("Records `", stringify!($name), "` ", $doc, " (as `", stringify!($name), "_bcast`).")]
                 ///
+                /// ```
+                /// use ndarray::array;
+                /// use xla_bcast::stablehlo::{Program, Tensor};
+                ///
+                #[doc = concat!("let mut p = Program::new(\"", stringify!($name), "\");")]
+                $(#[doc = $example])*
+                /// ```
+                ///
                 /// # Errors
                 #[doc = $errors]
                 pub fn $name(&mut self, lhs: Value, rhs: Value, broadcast_dimensions: &[usize]) -> Result<Value> {
@@ -658,7 +723,16 @@ macro_rules! program_binary {
             Binary, binary,
             "of `lhs` and `rhs` with XLA's `broadcast_dimensions`",
             "The shape rule's error, or [`BroadcastError::ElementType`] when the operands' types differ or do not have the op.";
-            $($name => $v, $hlo;)*
+            $($name => $v, $hlo, [
+                concat!("let a = p.parameter::<", $t, ">(&[2, 2]);"),
+                concat!("let v = p.parameter::<", $t, ">(&[2]);"),
+                concat!("let c = p.", stringify!($name), "(a, v, &[1]).unwrap(); // v along dim 1"),
+                "p.output(c).unwrap();",
+                concat!("let x = array![[1", $t, ", 2", $t, "], [3", $t, ", 4", $t, "]];"),
+                concat!("let out = p.run(&[x.into_dyn().into(), array![2", $t, ", 3", $t, "].into_dyn().into()]).unwrap();"),
+                concat!("assert_eq!(out[0].view::<", $t, ">().unwrap()[[1, 1]], ", $expect, "); // 4 ", stringify!($name), " 3"),
+                concat!("assert!(p.", stringify!($name), "(a, v, &[0, 1]).is_err()); // one dim per dim of v")
+            ];)*
         }
 
         impl Binary {
@@ -683,7 +757,14 @@ macro_rules! program_compare {
             Direction, compare,
             "of `lhs` and `rhs`, a `bool` result (`i1`), with XLA's `broadcast_dimensions`",
             "The shape rule's error, or [`BroadcastError::ElementType`] (different types, or an order of complex numbers).";
-            $($name => $v, $hlo;)*
+            $($name => $v, $hlo, [
+                "let a = p.parameter::<i64>(&[2, 2]);",
+                "let v = p.parameter::<i64>(&[2]);",
+                concat!("let c = p.", stringify!($name), "(a, v, &[1]).unwrap(); // v along dim 1"),
+                "p.output(c).unwrap();",
+                "let out = p.run(&[array![[1i64, 2], [3, 4]].into_dyn().into(), array![2i64, 4].into_dyn().into()]).unwrap();",
+                concat!("assert_eq!(out[0], Tensor::from(array!", $expect, ".into_dyn()));")
+            ];)*
         }
     };
 }
@@ -1188,23 +1269,65 @@ impl Program {
     }
 
     /// The outputs, in the order `run` gives them ([`Program::parameters`] shows it).
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    ///
+    /// let mut p = Program::new("two");
+    /// let x = p.parameter::<f32>(&[2]);
+    /// let y = p.neg(x).unwrap();
+    /// p.output(y).unwrap();
+    /// p.output(x).unwrap();
+    /// assert_eq!(p.outputs(), &[y, x]);
+    /// ```
     pub fn outputs(&self) -> &[Value] {
         &self.outputs
     }
 
     /// The shape of `v`; an error for a value of another program.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    ///
+    /// let mut p = Program::new("s");
+    /// let x = p.parameter::<f32>(&[4, 3]);
+    /// let r = p.reduce_sum(x, &[0]).unwrap();
+    /// assert_eq!(p.shape(r).unwrap(), &[3]);
+    /// assert!(Program::new("other").shape(x).is_err());
+    /// ```
     pub fn shape(&self, v: Value) -> Result<&[usize]> {
         self.own("shape", &[v])?;
         Ok(&self.node(v).shape)
     }
 
     /// The element type of `v`; an error for a value of another program.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    ///
+    /// let mut p = Program::new("t");
+    /// let x = p.parameter::<u8>(&[2]);
+    /// let c = p.lt(x, x, &[]).unwrap();
+    /// assert_eq!(p.element_type(x).unwrap().name, "ui8");
+    /// assert_eq!(p.element_type(c).unwrap().name, "i1");
+    /// ```
     pub fn element_type(&self, v: Value) -> Result<ElementType> {
         self.own("element_type", &[v])?;
         Ok(self.node(v).ty)
     }
 
     /// Marks `v` as the program's next result; an error for a value of another program.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("id");
+    /// let x = p.parameter::<i32>(&[2]);
+    /// p.output(x).unwrap();
+    /// let out = p.run(&[array![1, 2].into_dyn().into()]).unwrap();
+    /// assert_eq!(out, [Tensor::from(array![1, 2].into_dyn())]);
+    /// ```
     pub fn output(&mut self, v: Value) -> Result<()> {
         self.own("output", &[v])?;
         self.outputs.push(v);
@@ -1307,6 +1430,22 @@ impl Program {
     /// Records `select(pred, on_true, on_false)` (as
     /// [`SelectBcast::select_bcast`](crate::ops::SelectBcast::select_bcast)).
     ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("relu");
+    /// let x = p.parameter::<f32>(&[3]);
+    /// let zero = p.constant(0.0f32);
+    /// let positive = p.gt(x, zero, &[]).unwrap();
+    /// let zeros = p.broadcast_in_dim(zero, &[3], &[]).unwrap();
+    /// let y = p.select(positive, x, zeros).unwrap();
+    /// p.output(y).unwrap();
+    /// let out = p.run(&[array![-1.0f32, 2.0, -3.0].into_dyn().into()]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![0.0f32, 2.0, 0.0].into_dyn()));
+    /// assert!(p.select(x, x, x).is_err()); // the predicate must be bool
+    /// ```
+    ///
     /// # Errors
     /// The rule's error, or [`BroadcastError::ElementType`] (`pred` not `bool`, or the two
     /// branches of different types).
@@ -1336,6 +1475,19 @@ impl Program {
     /// Records `clamp(min, x, max)` (as
     /// [`ClampBcast::clamp_bcast`](crate::ops::ClampBcast::clamp_bcast): bounds scalar or of
     /// `x`'s shape).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("clip");
+    /// let x = p.parameter::<i32>(&[4]);
+    /// let (lo, hi) = (p.constant(0i32), p.constant(5i32));
+    /// let y = p.clamp(lo, x, hi).unwrap();
+    /// p.output(y).unwrap();
+    /// let out = p.run(&[array![-2, 3, 9, 5].into_dyn().into()]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![0, 3, 5, 5].into_dyn()));
+    /// ```
     ///
     /// # Errors
     /// The rule's error, or [`BroadcastError::ElementType`].
@@ -1482,6 +1634,22 @@ impl Program {
     /// Runs the program here, on the crate's own ops, with one input per parameter (in the
     /// order they were made); the results come in the order of [`Program::output`].
     ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("scale");
+    /// let x = p.parameter::<f64>(&[2, 2]);
+    /// let v = p.parameter::<f64>(&[2]);
+    /// let y = p.mul(x, v, &[0]).unwrap(); // v along dim 0: one factor per row
+    /// p.output(y).unwrap();
+    /// let out = p
+    ///     .run(&[array![[1.0, 2.0], [3.0, 4.0]].into_dyn().into(), array![10.0, -1.0].into_dyn().into()])
+    ///     .unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![[10.0, 20.0], [-3.0, -4.0]].into_dyn()));
+    /// assert!(p.run(&[]).is_err()); // one input per parameter
+    /// ```
+    ///
     /// # Errors
     /// [`BroadcastError::ArgumentCount`] for the wrong number of inputs;
     /// [`BroadcastError::ElementType`] or [`BroadcastError::ArgumentShape`] when an input does
@@ -1558,6 +1726,20 @@ impl Program {
     /// The program as StableHLO text: a module with one `func.func public @main` whose
     /// arguments are the parameters and whose results are the outputs, in StableHLO's pretty
     /// form as current XLA parses it (`dims = [..]` attributes).
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Program;
+    ///
+    /// let mut p = Program::new("bias");
+    /// let x = p.parameter::<f32>(&[2, 3]);
+    /// let b = p.parameter::<f32>(&[3]);
+    /// let y = p.add(x, b, &[1]).unwrap();
+    /// p.output(y).unwrap();
+    /// let text = p.to_stablehlo();
+    /// assert!(text.starts_with("module @bias {"));
+    /// assert!(text.contains("stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>"));
+    /// assert!(text.contains("stablehlo.add"));
+    /// ```
     pub fn to_stablehlo(&self) -> String {
         let ty = |v: Value| tensor_type(&self.node(v).shape, self.node(v).ty);
         let mut names: Vec<String> = vec![String::new(); self.nodes.len()];

@@ -51,6 +51,14 @@ pub struct Mesh {
 impl Mesh {
     /// A mesh of these axes.
     ///
+    /// ```
+    /// use xla_bcast::stablehlo::Mesh;
+    ///
+    /// let mesh = Mesh::new(&[("data", 4), ("model", 2)]).unwrap();
+    /// assert_eq!(mesh.devices(), 8);
+    /// assert!(Mesh::new(&[("data", 2), ("data", 2)]).is_err()); // a name used twice
+    /// ```
+    ///
     /// # Errors
     /// [`BroadcastError::Sharding`] for no axes, an axis of size 0, an empty or repeated name.
     pub fn new(axes: &[(&str, usize)]) -> Result<Mesh> {
@@ -83,6 +91,11 @@ impl Mesh {
     }
 
     /// The number of devices: the product of the axes' sizes.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::Mesh;
+    /// assert_eq!(Mesh::new(&[("x", 2), ("y", 3)]).unwrap().devices(), 6);
+    /// ```
     pub fn devices(&self) -> usize {
         self.axes.iter().map(|(_, s)| s).product()
     }
@@ -121,6 +134,14 @@ pub struct PartitionSpec {
 
 impl PartitionSpec {
     /// For each dim, the mesh axes it is split over.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::PartitionSpec;
+    ///
+    /// // Dim 0 split over "data", dim 1 over "model" and "expert", dim 2 whole: P("data", ("model", "expert"), None).
+    /// let spec = PartitionSpec::new(&[&["data"], &["model", "expert"], &[]]);
+    /// assert_ne!(spec, PartitionSpec::new(&[&["data"]]));
+    /// ```
     pub fn new(dims: &[&[&str]]) -> PartitionSpec {
         PartitionSpec {
             dims: dims
@@ -219,6 +240,15 @@ impl Program {
     }
 
     /// The program's mesh, if it has one ([`Program::set_mesh`] shows it).
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::{Mesh, Program};
+    ///
+    /// let mut p = Program::new("sharded");
+    /// assert!(p.mesh().is_none());
+    /// p.set_mesh(Mesh::new(&[("data", 2)]).unwrap()).unwrap();
+    /// assert_eq!(p.mesh().unwrap().devices(), 2);
+    /// ```
     pub fn mesh(&self) -> Option<&Mesh> {
         self.mesh.as_ref()
     }
