@@ -613,15 +613,15 @@ macro_rules! each_in_dims_rhs {
     };
 }
 
-/// `lhs <op> rhs` under the strict rule, for one form of each side (its extra generics, its
-/// type, and for the rhs the bounds of its generics).
+/// `lhs <op> rhs` under the strict rule, for one form of each side: the lhs's lifetimes, type,
+/// type parameters and their bounds; the rhs's generics, type and bounds.
 macro_rules! binary_impl {
     ($trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident,
-     [$($lg:tt)*] [$($lhs:tt)*] [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
-        impl<$($lg)* $($rg)* A, S, D, E> $trait<$($rhs)*> for $($lhs)*
+     [$($lg:tt)*] [$($lhs:tt)*] [$($lt:tt)*] [$($lb:tt)*] [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
+        impl<$($lg)* $($rg)* $($lt)* A, D, E> $trait<$($rhs)*> for $($lhs)*
         where
             A: $bound,
-            S: Data<Elem = A>,
+            $($lb)*
             $($rb)*
             D: Dimension + DimMax<E>,
             E: Dimension,
@@ -665,7 +665,7 @@ macro_rules! binary_operator {
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, [] [ArrayBase<S, D>]);
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, ['l,] [&'l ArrayBase<S, D>]);
         each_array_rhs!(assign_impl!($assign_trait, $assign, $op, $bound, $elem,));
-        each_in_dims_rhs!(in_dims_lhs_impl!($trait, $method, $op, $bound, $elem, ['l,] [InDims<'l, A, D>]));
+        each_in_dims_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, ['l,] [InDims<'l, A, D>] [] []));
 
         impl<A, S, D> $assign_trait<A> for Strict<S, D>
         where
@@ -680,7 +680,7 @@ macro_rules! binary_operator {
         }
     };
     (@strict $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
-        each_array_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]));
+        each_array_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*] [S,] [S: Data<Elem = A>,]));
 
         impl<$($lg)* A, S, D> $trait<A> for $($lhs)*
         where
@@ -704,33 +704,12 @@ macro_rules! binary_operator {
         }
     };
     (@plain $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
-        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
+        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*] [S,] [S: Data<Elem = A>,]
             [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
-        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
+        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*] [S,] [S: Data<Elem = A>,]
             ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
-        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]
+        binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*] [S,] [S: Data<Elem = A>,]
             ['r,] [InDims<'r, A, E>] []);
-    };
-}
-
-/// `lhs.in_dims(..) <op> rhs` for one array form of the rhs: the result is the rhs's shape
-/// (or larger, where its size-1 dims broadcast), strict.
-macro_rules! in_dims_lhs_impl {
-    ($trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]
-     [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
-        impl<$($lg)* $($rg)* A, D, E> $trait<$($rhs)*> for $($lhs)*
-        where
-            A: $bound,
-            $($rb)*
-            D: Dimension + DimMax<E>,
-            E: Dimension,
-        {
-            type Output = StrictArray<A, DimMaxOf<D, E>>;
-            #[track_caller]
-            fn $method(self, rhs: $($rhs)*) -> Self::Output {
-                binary_reusing($op, self, rhs, A::$elem)
-            }
-        }
     };
 }
 

@@ -33,7 +33,6 @@ from collections import Counter
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEVICES = 8
 WORKLOADS = ("layer_norm", "softmax", "attention", "dense_backward")
-COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "collective-permute")
 
 
 def workload(case):
@@ -103,10 +102,11 @@ def worker(args):
     import jax
     from jax._src import compiler, xla_bridge
     from jax.extend.backend import get_backend
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
 
     sys.path.insert(0, HERE)
     import xla_check  # the arrays and the comparison
+    from xla_spmd_check import COLLECTIVES, pspec  # the single-process check's
 
     # Gloo's TCP transport on the loopback only (by default it binds the host name's address).
     make = xla_bridge._jax.make_gloo_tcp_collectives
@@ -123,9 +123,6 @@ def worker(args):
     devices = backend.devices()  # global, ordered by id: each process's in a block
     assert len(devices) == DEVICES, f"{len(devices)} devices, not {DEVICES}"
     cases = json.load(open(args.cases))
-
-    def pspec(spec):
-        return P(*[None if not a else a[0] if len(a) == 1 else tuple(a) for a in spec])
 
     passed, failed, crossing, spanning = 0, 0, Counter(), 0
     for case in cases:
@@ -237,8 +234,9 @@ def run(path, processes, sample, seed, timeout, wrong_sharding):
         summaries += [json.loads(l) for l in lines if l.startswith('{"process"')]
         failures += [l for l in lines if l.startswith("FAILED")]
         if procs[i].returncode not in (0, 1) or not any(l.startswith('{"process"') for l in lines):
+            said = [l for l in lines if not re.match(r"[WI]\d{4} ", l)]  # not XLA's logging
             failures.append(f"process {i} ended with {procs[i].returncode}: "
-                            + " | ".join(lines[-5:])[:2000])
+                            + " | ".join(said[-5:])[:2000])
     for line in failures[:40]:
         print(line)
     passed = min((s["passed"] for s in summaries), default=0)
