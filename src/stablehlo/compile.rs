@@ -25,7 +25,7 @@ use crate::engine::table::{self, Kernel};
 use crate::engine::Strides;
 use crate::engine::{Operand, SlotInfo};
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, iota};
+use crate::shape::iota;
 
 /// A compiled [`Program`]: run it with [`Executable::run`] or, writing into the caller's arrays,
 /// [`Executable::run_into`]. It keeps the large intermediates of its runs (arrays that
@@ -791,14 +791,18 @@ impl Program {
         let node = &self.nodes[i];
         let own = |v: &Value| (*v, iota(self.nodes[v.index].shape.len()).to_vec());
         Ok(match &node.op {
-            Op::Binary { lhs, rhs, dims, .. } | Op::Compare { lhs, rhs, dims, .. } => {
-                let (l, r) = (&self.nodes[lhs.index].shape, &self.nodes[rhs.index].shape);
-                let plan = binary_plan(self.op_name(i), l, r, dims)?;
-                vec![
-                    (*lhs, plan.lhs_dims.to_vec()),
-                    (*rhs, plan.rhs_dims.to_vec()),
-                ]
+            Op::Binary {
+                lhs,
+                rhs,
+                place: [l, r],
+                ..
             }
+            | Op::Compare {
+                lhs,
+                rhs,
+                place: [l, r],
+                ..
+            } => vec![(*lhs, l.clone()), (*rhs, r.clone())],
             Op::BroadcastInDim { x, dims } => vec![(*x, dims.clone())],
             Op::Select {
                 pred,

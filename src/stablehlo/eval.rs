@@ -13,7 +13,7 @@ use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFol
 use crate::engine::table::{self, Elementwise, Run};
 use crate::engine::Operand;
 use crate::error::{BroadcastError, Result};
-use crate::shape::{binary_plan, iota, reduce_in_dim_check};
+use crate::shape::{iota, reduce_in_dim_check};
 
 /// The element functions, as types: one kernel each per element type.
 mod elem {
@@ -869,11 +869,16 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
             // SAFETY: a copy of the input's element size into an output of its type.
             unsafe { Tensor::collect_as(ty, "broadcast_in_dim", shape, run, &[&src]) }
         }
-        Op::Binary { op, lhs, rhs, dims } => {
+        Op::Binary {
+            op,
+            lhs,
+            rhs,
+            place,
+        } => {
             let name = op.names().0;
             let ty = get(lhs).element_type();
             let run = ty.binary_kernel(*op).ok_or_else(|| mismatch(name))?;
-            let (a, b) = binary_operands(name, [get(lhs), get(rhs)], dims, shape)?;
+            let (a, b) = binary_operands(name, [get(lhs), get(rhs)], place, shape)?;
             // SAFETY: the kernel of the lhs's type, which the rhs shares, into an output of it.
             unsafe { Tensor::collect_as(ty, name, shape, run, &[&a, &b]) }
         }
@@ -881,10 +886,10 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
             dir,
             lhs,
             rhs,
-            dims,
+            place,
         } => {
             let name = dir.names().0;
-            let (a, b) = binary_operands(name, [get(lhs), get(rhs)], dims, shape)?;
+            let (a, b) = binary_operands(name, [get(lhs), get(rhs)], place, shape)?;
             // `a > b` is `b < a`, and `a >= b` is `b <= a`, NaN included.
             let (dir, inputs) = match dir {
                 Direction::Gt => (Direction::Lt, [&b, &a]),
@@ -1023,23 +1028,19 @@ fn fold(
     Ok(acc)
 }
 
-/// A binary op's operands of one type, placed at its output `shape` by XLA's rule.
+/// A binary op's operands of one type, placed at its output `shape` as recorded.
 fn binary_operands<'v>(
     name: &'static str,
     [lhs, rhs]: [&'v Held<'_>; 2],
-    dims: &[usize],
+    place: &[Vec<usize>; 2],
     shape: &'v [usize],
 ) -> Result<(Operand<'v>, Operand<'v>)> {
     if lhs.element_type() != rhs.element_type() {
         return Err(mismatch(name));
     }
-    let plan = binary_plan(name, lhs.shape(), rhs.shape(), dims)?;
-    if plan.out[..] != *shape {
-        return Err(mismatch(name));
-    }
     Ok((
-        lhs.placed(name, shape, &plan.lhs_dims)?,
-        rhs.placed(name, shape, &plan.rhs_dims)?,
+        lhs.placed(name, shape, &place[0])?,
+        rhs.placed(name, shape, &place[1])?,
     ))
 }
 

@@ -945,6 +945,10 @@ impl Reduction {
     }
 }
 
+/// Where a binary op's operands go in its result: the `broadcast_in_dim` dims of the lhs and
+/// of the rhs.
+type Place = [Vec<usize>; 2];
+
 #[derive(Debug, Clone)]
 enum Op {
     Parameter,
@@ -953,17 +957,19 @@ enum Op {
         x: Value,
         dims: Vec<usize>,
     },
+    /// `place`: the `broadcast_in_dim` dims that put each operand at the result's shape, from
+    /// the rule when the op was recorded.
     Binary {
         op: Binary,
         lhs: Value,
         rhs: Value,
-        dims: Vec<usize>,
+        place: Place,
     },
     Compare {
         dir: Direction,
         lhs: Value,
         rhs: Value,
-        dims: Vec<usize>,
+        place: Place,
     },
     Select {
         pred: Value,
@@ -1379,7 +1385,7 @@ impl Program {
         dims: &[usize],
         has: impl Fn(ElementType) -> bool,
         lacks: &str,
-    ) -> Result<(ElementType, Vec<usize>)> {
+    ) -> Result<(ElementType, Vec<usize>, Place)> {
         self.own(name, &[lhs, rhs])?;
         let (l, r) = (self.node(lhs), self.node(rhs));
         if l.ty != r.ty {
@@ -1393,36 +1399,44 @@ impl Program {
             return Err(type_error(name, &[l.ty], lacks));
         }
         let plan = binary_plan(name, &l.shape, &r.shape, dims)?;
-        Ok((l.ty, plan.out.to_vec()))
+        let place = [plan.lhs_dims.to_vec(), plan.rhs_dims.to_vec()];
+        Ok((l.ty, plan.out.to_vec(), place))
     }
 
     fn binary(&mut self, op: Binary, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
-        let (ty, out) = self.binary_operands(
+        let (ty, out, place) = self.binary_operands(
             op.names().0,
             [lhs, rhs],
             dims,
             |ty| op.defined_for(ty.kind),
             "XLA does not define the op for this type",
         )?;
-        let dims = dims.to_vec();
-        Ok(self.push(Op::Binary { op, lhs, rhs, dims }, out, ty))
+        Ok(self.push(
+            Op::Binary {
+                op,
+                lhs,
+                rhs,
+                place,
+            },
+            out,
+            ty,
+        ))
     }
 
     fn compare(&mut self, dir: Direction, lhs: Value, rhs: Value, dims: &[usize]) -> Result<Value> {
         let equality = matches!(dir, Direction::Eq | Direction::Ne);
-        let (_, out) = self.binary_operands(
+        let (_, out, place) = self.binary_operands(
             dir.names().0,
             [lhs, rhs],
             dims,
             |ty| equality || ty.kind != Kind::Complex,
             "complex numbers have no order",
         )?;
-        let dims = dims.to_vec();
         let op = Op::Compare {
             dir,
             lhs,
             rhs,
-            dims,
+            place,
         };
         Ok(self.push(op, out, bool::TYPE))
     }
@@ -1812,9 +1826,13 @@ impl Program {
                         ),
                     )
                 }
-                Op::Binary { op, lhs, rhs, dims } => {
-                    let (l, r) = self.placement(*lhs, *rhs, dims);
-                    let (a, b) = (placed(&mut body, *lhs, &l), placed(&mut body, *rhs, &r));
+                Op::Binary {
+                    op,
+                    lhs,
+                    rhs,
+                    place: [l, r],
+                } => {
+                    let (a, b) = (placed(&mut body, *lhs, l), placed(&mut body, *rhs, r));
                     fresh(
                         &mut body,
                         format!("stablehlo.{} {a}, {b} : {out_ty}", op.names().1),
@@ -1824,10 +1842,9 @@ impl Program {
                     dir,
                     lhs,
                     rhs,
-                    dims,
+                    place: [l, r],
                 } => {
-                    let (l, r) = self.placement(*lhs, *rhs, dims);
-                    let (a, b) = (placed(&mut body, *lhs, &l), placed(&mut body, *rhs, &r));
+                    let (a, b) = (placed(&mut body, *lhs, l), placed(&mut body, *rhs, r));
                     let in_ty = tensor_type(&node.shape, self.node(*lhs).ty);
                     let kind = match self.node(*lhs).ty.kind {
                         Kind::Float | Kind::Complex => "FLOAT",
@@ -1945,14 +1962,6 @@ impl Program {
             returned.join(", "),
             results.join(", ")
         )
-    }
-
-    /// The `broadcast_in_dim` dims that place each operand of a binary op at its output.
-    fn placement(&self, lhs: Value, rhs: Value, dims: &[usize]) -> (Vec<usize>, Vec<usize>) {
-        let (l, r) = (self.node(lhs), self.node(rhs));
-        let plan =
-            binary_plan("binary_op", &l.shape, &r.shape, dims).expect("checked when recorded");
-        (plan.lhs_dims.to_vec(), plan.rhs_dims.to_vec())
     }
 
     /// A sum of `x` over the dims that fold, then a reshape (back the operand's size-1 dims)
