@@ -131,15 +131,12 @@ pub(crate) fn check_out(op: &'static str, expected: &[usize], got: &[usize]) -> 
 /// That `grad`, the gradient of a binary op's result given to the adjoint, has the result's
 /// shape (the operands' shapes broadcast).
 pub(crate) fn check_grad(op: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
-    match same_dims(expected, got) {
-        true => Ok(()),
-        false => Err(BroadcastError::ArgumentShape {
-            op,
-            argument: "grad, the gradient of the op's result,".to_string(),
-            expected: expected.into(),
-            got: got.into(),
-        }),
-    }
+    check_out(op, expected, got).map_err(|_| BroadcastError::ArgumentShape {
+        op,
+        argument: "grad, the gradient of the op's result,".to_string(),
+        expected: expected.into(),
+        got: got.into(),
+    })
 }
 
 /// The binary op family's one implementation: fresh output.

@@ -441,49 +441,74 @@ pub(crate) fn in_dim_check(
     out_shape: &[usize],
     dims: &[usize],
 ) -> Result<()> {
-    let invalid = |reason: String| BroadcastError::InDimInvalid {
-        op,
-        operand: operand.into(),
-        out_shape: out_shape.into(),
-        dims: dims.into(),
-        reason,
+    let Some(fault) = in_dim_fault(operand, out_shape, dims, ["operand", "output"]) else {
+        return checked_size_for(op, out_shape).map(drop);
     };
+    let (operand, out_shape, dims) = (operand.into(), out_shape.into(), dims.into());
+    Err(match fault {
+        Fault::Dims(reason) => BroadcastError::InDimInvalid {
+            op,
+            operand,
+            out_shape,
+            dims,
+            reason,
+        },
+        Fault::Size([operand_dim, out_dim, operand_size, out_size]) => BroadcastError::InDimSize {
+            op,
+            operand,
+            out_shape,
+            dims,
+            operand_dim,
+            out_dim,
+            operand_size,
+            out_size,
+        },
+    })
+}
+
+/// Why `broadcast_dimensions` do not place a shape in another.
+enum Fault {
+    /// Wrong length, out of range or repeated: what is wrong, in words.
+    Dims(String),
+    /// A placed dim neither 1 nor the size it lands on: the two dims and their sizes.
+    Size([usize; 4]),
+}
+
+/// What stops `dims` placing `operand` in `out_shape` (dim `i` at `dims[i]`), the two named
+/// in the words as `names` says; `None` when they place it.
+fn in_dim_fault(
+    operand: &[usize],
+    out_shape: &[usize],
+    dims: &[usize],
+    [from, to]: [&str; 2],
+) -> Option<Fault> {
     if dims.len() != operand.len() {
-        return Err(invalid(format!(
-            "broadcast_dimensions has {} entries but the operand has rank {}; give one output dim per operand dim",
+        return Some(Fault::Dims(format!(
+            "broadcast_dimensions has {} entries but the {from} has rank {}; give one {to} dim per {from} dim",
             dims.len(),
             operand.len()
         )));
     }
     if let Some(&d) = dims.iter().find(|&&d| d >= out_shape.len()) {
-        return Err(invalid(format!(
-            "dim {d} is out of range for output rank {}",
+        return Some(Fault::Dims(format!(
+            "dim {d} is out of range for {to} rank {}",
             out_shape.len()
         )));
     }
     for (i, d) in dims.iter().enumerate() {
         if dims[..i].contains(d) {
-            return Err(invalid(format!(
-                "dim {d} appears twice; each operand dim needs its own output dim"
+            return Some(Fault::Dims(format!(
+                "dim {d} appears twice; each {from} dim needs its own {to} dim"
             )));
         }
     }
-    for (operand_dim, (&size, &out_dim)) in operand.iter().zip(dims).enumerate() {
-        if size != 1 && size != out_shape[out_dim] {
-            return Err(BroadcastError::InDimSize {
-                op,
-                operand: operand.into(),
-                out_shape: out_shape.into(),
-                dims: dims.into(),
-                operand_dim,
-                out_dim,
-                operand_size: size,
-                out_size: out_shape[out_dim],
-            });
-        }
-    }
-    checked_size_for(op, out_shape)?;
-    Ok(())
+    operand
+        .iter()
+        .zip(dims)
+        .enumerate()
+        .find_map(|(i, (&size, &d))| {
+            (size != 1 && size != out_shape[d]).then_some(Fault::Size([i, d, size, out_shape[d]]))
+        })
 }
 
 /// The adjoint's check: `result` (the shape asked for) placed in `array` by `dims`, as
@@ -496,30 +521,13 @@ pub(crate) fn reduce_in_dim_check(
     array: &[usize],
     dims: &[usize],
 ) -> Result<()> {
-    let reason = match in_dim_check(op, result, array, dims) {
-        Ok(()) => return Ok(()),
-        Err(BroadcastError::InDimInvalid { reason, .. }) => reason
-            .replace("the operand has rank", "the result has rank")
-            .replace(
-                "give one output dim per operand dim",
-                "give one array dim per result dim",
-            )
-            .replace("output rank", "the array's rank")
-            .replace(
-                "each operand dim needs its own output dim",
-                "each result dim needs its own array dim",
-            ),
-        Err(BroadcastError::InDimSize {
-            operand_dim,
-            out_dim,
-            operand_size,
-            out_size,
-            ..
-        }) => format!(
-            "result dim {operand_dim} has size {operand_size} but array dim {out_dim} has size \
-             {out_size}; it must be 1 or equal"
+    let reason = match in_dim_fault(result, array, dims, ["result", "array"]) {
+        None => return checked_size_for(op, array).map(drop),
+        Some(Fault::Dims(reason)) => reason,
+        Some(Fault::Size([r, a, r_size, a_size])) => format!(
+            "result dim {r} has size {r_size} but array dim {a} has size {a_size}; it must be 1 \
+             or equal"
         ),
-        Err(e) => return Err(e),
     };
     Err(BroadcastError::ReduceInDims {
         op,

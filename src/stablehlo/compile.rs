@@ -551,7 +551,6 @@ impl Program {
     /// The row chain of `b`, writing the members `needed` says to arrays.
     fn rows(&self, b: &RowBuild, needed: &[bool]) -> Result<Rows> {
         let rank = b.shape.len();
-        let size = |ty: ElementType| ty.size();
         let is_member = |v: usize| b.members.contains(&v);
         let full = |v: usize| self.nodes[v].shape == b.shape;
         let mut inputs: Vec<RowInput> = Vec::new();
@@ -598,11 +597,11 @@ impl Program {
         let mut per_row: Vec<bool> = inputs.iter().map(|input| input.per_row).collect();
         let mut sizes: Vec<usize> = inputs
             .iter()
-            .map(|input| size(self.nodes[input.value].ty))
+            .map(|input| self.nodes[input.value].ty.size())
             .collect();
         for &m in outputs.iter().chain(&temps) {
             per_row.push(!full(m));
-            sizes.push(size(self.nodes[m].ty));
+            sizes.push(self.nodes[m].ty.size());
         }
         let mut steps = Vec::with_capacity(b.members.len());
         let mut identities = Vec::new();
@@ -652,7 +651,6 @@ impl Program {
     /// The chain of `members` (node indices, in order) over `shape`, without folds, writing the members
     /// `needed` says to arrays.
     fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
-        let size = |ty: ElementType| ty.size();
         let is_member = |v: &Value| members.contains(&v.index);
         // Inputs: every operand that is not a member, placed at the shape as its op places it.
         let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
@@ -689,13 +687,13 @@ impl Program {
         };
         let mut sizes: Vec<usize> = inputs
             .iter()
-            .map(|&(v, _)| size(self.nodes[v].ty))
+            .map(|&(v, _)| self.nodes[v].ty.size())
             .collect();
         sizes.extend(
             outputs
                 .iter()
                 .chain(&temps)
-                .map(|&m| size(self.nodes[m].ty)),
+                .map(|&m| self.nodes[m].ty.size()),
         );
         let mut steps = Vec::with_capacity(members.len());
         for (&i, placed) in members.iter().zip(&reads) {
@@ -823,7 +821,6 @@ impl Program {
             let v = node.op.operands()[k].expect("an operand");
             self.nodes[v.index].ty
         };
-        let size = |ty: ElementType| ty.size();
         let name = self.op_name(i);
         Ok(match &node.op {
             Op::Binary { op, .. } => {
@@ -841,7 +838,7 @@ impl Program {
                 (run.into(), [a, b, 0])
             }
             Op::Select { .. } => {
-                let run = table::select(size(node.ty)).ok_or_else(|| mismatch(name))?;
+                let run = table::select(node.ty.size()).ok_or_else(|| mismatch(name))?;
                 (run.into(), [reg[0], reg[1], reg[2]])
             }
             Op::Clamp { .. } => {
@@ -859,7 +856,7 @@ impl Program {
                 (run.into(), [reg[0], 0, 0])
             }
             Op::BroadcastInDim { .. } => {
-                let run = table::copy(size(node.ty)).ok_or_else(|| mismatch(name))?;
+                let run = table::copy(node.ty.size()).ok_or_else(|| mismatch(name))?;
                 (run.into(), [reg[0], 0, 0])
             }
             _ => unreachable!("only elementwise nodes have a kernel"),
