@@ -513,94 +513,191 @@ where
     binary(op, &lhs, &rhs, f)
 }
 
-/// A left operand of the operators: its array, and its buffer when it owns one.
-trait Lhs<A, D>: AsArray<A, D> + Sized {
-    /// The owned array, without a copy; `Err` (with the operand) when it has no buffer of its
-    /// own (a view, a reference, a shared array).
-    fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
-        Err(self)
-    }
-}
+use operand::{AssignRhs, AsArray, Lhs, Rhs};
 
-impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for ArrayBase<S, D> {
-    fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
-        // Owned storage moves out as it is (`into_owned` copies only other storage).
-        match typeid::of::<S>() == typeid::of::<OwnedRepr<A>>() {
-            true => Ok(self.into_owned()),
-            false => Err(self),
+/// The operands of the operators, sealed: public so that the operators' bounds can name them,
+/// in a private module so that no other crate can.
+mod operand {
+    use ndarray::{ArrayBase, ArrayRef, Data, DimMax, Dimension};
+
+    use super::{InDims, Strict, StrictArray};
+    use crate::element::XlaElement;
+
+    /// A left operand of the operators: its array, and its buffer when it owns one.
+    pub trait Lhs<A, D>: AsArray<A, D> + Sized {
+        /// The owned array, without a copy; `Err` (with the operand) when it has no buffer of
+        /// its own (a view, a reference, a shared array with other owners).
+        fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
+            Err(self)
         }
     }
-}
 
-impl<A: Clone, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for Strict<S, D> {
-    fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
-        self.0.into_buffer().map_err(Strict)
+    impl<A, S: Data<Elem = A>, D: ndarray::Dimension> Lhs<A, D> for ArrayBase<S, D> {
+        fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
+            self.try_into_owned_nocopy()
+        }
     }
-}
 
-impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &Strict<S, D> {}
-impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &ArrayBase<S, D> {}
-impl<A, D> Lhs<A, D> for &ArrayRef<A, D> {}
-impl<A, D> Lhs<A, D> for InDims<'_, A, D> {}
+    impl<A, S: Data<Elem = A>, D: ndarray::Dimension> Lhs<A, D> for Strict<S, D> {
+        fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
+            self.0.into_buffer().map_err(Strict)
+        }
+    }
 
-/// How an operand of the operators reaches its array: an ndarray array or view, a strict one,
-/// or a reference to either.
-trait AsArray<A, E> {
-    fn array(&self) -> &ArrayRef<A, E>;
-    /// The `broadcast_dimensions` an [`InDims`] operand carries; `None` for an array.
-    fn dims(&self) -> Option<&[usize]> {
-        None
-    }
-}
+    impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &Strict<S, D> {}
+    impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &ArrayBase<S, D> {}
+    impl<A, D> Lhs<A, D> for &ArrayRef<A, D> {}
+    impl<A, D> Lhs<A, D> for InDims<'_, A, D> {}
 
-impl<A, E> AsArray<A, E> for InDims<'_, A, E> {
-    fn array(&self) -> &ArrayRef<A, E> {
-        self.array
+    /// How an operand of the operators reaches its array: an ndarray array or view, a strict
+    /// one, or a reference to either.
+    pub trait AsArray<A, E> {
+        fn array(&self) -> &ArrayRef<A, E>;
+        /// The `broadcast_dimensions` an [`InDims`] operand carries; `None` for an array.
+        fn dims(&self) -> Option<&[usize]> {
+            None
+        }
     }
-    fn dims(&self) -> Option<&[usize]> {
-        Some(self.dims)
-    }
-}
 
-impl<A, E, S: Data<Elem = A>> AsArray<A, E> for ArrayBase<S, E> {
-    fn array(&self) -> &ArrayRef<A, E> {
-        self
+    impl<A, E> AsArray<A, E> for InDims<'_, A, E> {
+        fn array(&self) -> &ArrayRef<A, E> {
+            self.array
+        }
+        fn dims(&self) -> Option<&[usize]> {
+            Some(self.dims)
+        }
     }
-}
 
-impl<A, E> AsArray<A, E> for ArrayRef<A, E> {
-    fn array(&self) -> &ArrayRef<A, E> {
-        self
+    impl<A, E, S: Data<Elem = A>> AsArray<A, E> for ArrayBase<S, E> {
+        fn array(&self) -> &ArrayRef<A, E> {
+            self
+        }
     }
-}
 
-impl<A, E, S: Data<Elem = A>> AsArray<A, E> for Strict<S, E> {
-    fn array(&self) -> &ArrayRef<A, E> {
-        &self.0
+    impl<A, E> AsArray<A, E> for ArrayRef<A, E> {
+        fn array(&self) -> &ArrayRef<A, E> {
+            self
+        }
     }
-}
 
-impl<A, E, T: AsArray<A, E> + ?Sized> AsArray<A, E> for &T {
-    fn array(&self) -> &ArrayRef<A, E> {
-        (**self).array()
+    impl<A, E, S: Data<Elem = A>> AsArray<A, E> for Strict<S, E> {
+        fn array(&self) -> &ArrayRef<A, E> {
+            &self.0
+        }
     }
-    fn dims(&self) -> Option<&[usize]> {
-        (**self).dims()
-    }
-}
 
-/// Calls `$m!` once for each form an array right-hand side takes, appending its extra generics,
-/// its type and their bounds. (One impl per form: a blanket impl over the forms would overlap
-/// the scalar rhs impl under coherence.)
-macro_rules! each_array_rhs {
-    ($m:ident!($($args:tt)*)) => {
-        $m!($($args)* ['r, S2,] [&'r ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
-        $m!($($args)* ['r,] [&'r ArrayRef<A, E>] []);
-        $m!($($args)* [S2,] [ArrayBase<S2, E>] [S2: Data<Elem = A>,]);
-        $m!($($args)* ['r, S2,] [&'r Strict<S2, E>] [S2: Data<Elem = A>,]);
-        $m!($($args)* [S2,] [Strict<S2, E>] [S2: Data<Elem = A>,]);
-        $m!($($args)* ['r,] [InDims<'r, A, E>] []);
-    };
+    impl<A, E, T: AsArray<A, E> + ?Sized> AsArray<A, E> for &T {
+        fn array(&self) -> &ArrayRef<A, E> {
+            (**self).array()
+        }
+        fn dims(&self) -> Option<&[usize]> {
+            (**self).dims()
+        }
+    }
+
+    /// A right operand of a strict left side of elements `A` and dimension `D`: a scalar, or an
+    /// array in any form, with the result's dimension. One impl of each operator covers them
+    /// all; the scalar's impl and the arrays' do not overlap, as no array form is an element.
+    pub trait Rhs<A, D>: Sized {
+        /// The result's dimension.
+        type Out;
+        /// `lhs <op> self`.
+        fn binary<L: Lhs<A, D>, F: Fn(A, A) -> A + Sync>(
+            self,
+            op: &'static str,
+            lhs: L,
+            f: F,
+        ) -> StrictArray<A, Self::Out>;
+    }
+
+    /// A right operand of `<op>=`: a scalar, or an array in any form.
+    pub trait AssignRhs<A>: Sized {
+        /// `lhs = lhs <op> self`.
+        fn assign<D: Dimension, F: Fn(A, A) -> A + Sync>(
+            self,
+            op: &'static str,
+            lhs: &mut ArrayRef<A, D>,
+            f: F,
+        );
+    }
+
+    impl<A: XlaElement, D: Dimension> Rhs<A, D> for A {
+        type Out = D;
+        #[track_caller]
+        fn binary<L: Lhs<A, D>, F: Fn(A, A) -> A + Sync>(
+            self,
+            op: &'static str,
+            lhs: L,
+            f: F,
+        ) -> StrictArray<A, D> {
+            // A scalar broadcasts to anything: no shape rule can fail, only the allocation,
+            // which an owned array spares.
+            match lhs.into_buffer() {
+                Ok(mut a) => {
+                    super::assign(op, &mut a, &ndarray::arr0(self), f);
+                    Strict(a)
+                }
+                Err(lhs) => super::unary(op, lhs.array(), move |x| f(x, self)),
+            }
+        }
+    }
+
+    impl<A: XlaElement> AssignRhs<A> for A {
+        #[track_caller]
+        fn assign<D: Dimension, F: Fn(A, A) -> A + Sync>(
+            self,
+            op: &'static str,
+            lhs: &mut ArrayRef<A, D>,
+            f: F,
+        ) {
+            super::assign(op, lhs, &ndarray::arr0(self), f)
+        }
+    }
+
+    /// [`Rhs`] and [`AssignRhs`] for each array form.
+    macro_rules! array_rhs {
+        ($([$($g:tt)*] $form:ty, $a:ty, $e:ty;)*) => {$(
+            impl<$($g)* D: Dimension + DimMax<$e>> Rhs<$a, D> for $form
+            where
+                $a: XlaElement,
+            {
+                type Out = <D as DimMax<$e>>::Output;
+                #[track_caller]
+                fn binary<L: Lhs<$a, D>, F: Fn($a, $a) -> $a + Sync>(
+                    self,
+                    op: &'static str,
+                    lhs: L,
+                    f: F,
+                ) -> StrictArray<$a, Self::Out> {
+                    super::binary_reusing(op, lhs, self, f)
+                }
+            }
+
+            impl<$($g)*> AssignRhs<$a> for $form
+            where
+                $a: XlaElement,
+            {
+                #[track_caller]
+                fn assign<D: Dimension, F: Fn($a, $a) -> $a + Sync>(
+                    self,
+                    op: &'static str,
+                    lhs: &mut ArrayRef<$a, D>,
+                    f: F,
+                ) {
+                    super::assign(op, lhs, &self, f)
+                }
+            }
+        )*};
+    }
+
+    array_rhs! {
+        ['r, S: Data, E: Dimension,] &'r ArrayBase<S, E>, S::Elem, E;
+        ['r, A, E: Dimension,] &'r ArrayRef<A, E>, A, E;
+        [S: Data, E: Dimension,] ArrayBase<S, E>, S::Elem, E;
+        ['r, S: Data, E: Dimension,] &'r Strict<S, E>, S::Elem, E;
+        [S: Data, E: Dimension,] Strict<S, E>, S::Elem, E;
+        ['r, A, E: Dimension,] InDims<'r, A, E>, A, E;
+    }
 }
 
 /// Calls `$m!` once for each right-hand side of an [`InDims`] left side: a strict array, owned
@@ -635,21 +732,21 @@ macro_rules! binary_impl {
     };
 }
 
-/// `lhs <op>= rhs` in place (the result must have the lhs's shape), for one form of the rhs.
-macro_rules! assign_impl {
-    ($trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident,
-     [$($rg:tt)*] [$($rhs:tt)*] [$($rb:tt)*]) => {
-        impl<$($rg)* A, S, D, E> $trait<$($rhs)*> for Strict<S, D>
+/// `lhs <op> rhs` for one strict form of the lhs (owned or borrowed) and every right side, a
+/// scalar or an array in any form ([`Rhs`]).
+macro_rules! strict_lhs_impl {
+    ($trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
+        impl<$($lg)* A, S, D, R> $trait<R> for $($lhs)*
         where
             A: $bound,
-            S: DataMut<Elem = A>,
-            $($rb)*
+            S: Data<Elem = A>,
             D: Dimension,
-            E: Dimension,
+            R: Rhs<A, D>,
         {
+            type Output = StrictArray<A, R::Out>;
             #[track_caller]
-            fn $method(&mut self, rhs: $($rhs)*) {
-                assign($op, &mut self.0, &rhs, A::$elem)
+            fn $method(self, rhs: R) -> Self::Output {
+                rhs.binary($op, self, A::$elem)
             }
         }
     };
@@ -664,44 +761,22 @@ macro_rules! binary_operator {
         binary_operator!(@strict $trait, $method, $op, $bound, $elem, ['l,] [&'l Strict<S, D>]);
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, [] [ArrayBase<S, D>]);
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, ['l,] [&'l ArrayBase<S, D>]);
-        each_array_rhs!(assign_impl!($assign_trait, $assign, $op, $bound, $elem,));
-        each_in_dims_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, ['l,] [InDims<'l, A, D>] [] []));
-
-        impl<A, S, D> $assign_trait<A> for Strict<S, D>
+        impl<A, S, D, R> $assign_trait<R> for Strict<S, D>
         where
             A: $bound,
             S: DataMut<Elem = A>,
             D: Dimension,
+            R: AssignRhs<A>,
         {
             #[track_caller]
-            fn $assign(&mut self, rhs: A) {
-                assign($op, &mut self.0, &ndarray::arr0(rhs), A::$elem)
+            fn $assign(&mut self, rhs: R) {
+                rhs.assign($op, &mut self.0, A::$elem)
             }
         }
+        each_in_dims_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, ['l,] [InDims<'l, A, D>] [] []));
     };
     (@strict $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
-        each_array_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*] [S,] [S: Data<Elem = A>,]));
-
-        impl<$($lg)* A, S, D> $trait<A> for $($lhs)*
-        where
-            A: $bound,
-            S: Data<Elem = A>,
-            D: Dimension,
-        {
-            type Output = StrictArray<A, D>;
-            #[track_caller]
-            fn $method(self, rhs: A) -> Self::Output {
-                // A scalar broadcasts to anything: no shape rule can fail, only the allocation,
-                // which an owned array spares.
-                match Lhs::<A, D>::into_buffer(self) {
-                    Ok(mut a) => {
-                        assign($op, &mut a, &ndarray::arr0(rhs), A::$elem);
-                        Strict(a)
-                    }
-                    Err(lhs) => unary($op, AsArray::<A, D>::array(&lhs), move |x| A::$elem(x, rhs)),
-                }
-            }
-        }
+        strict_lhs_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]);
     };
     (@plain $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
         binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*] [S,] [S: Data<Elem = A>,]

@@ -412,10 +412,16 @@ pub(crate) trait Kernels: Sized {
     /// `op`'s kernel.
     fn unary(op: Unary) -> Option<Run<2>>;
     /// The fold of reduction `r` (`bool` as bytes: `or` for the sum and max, `and` for the
-    /// product and min), `None` where the type lacks it.
-    fn fold(r: Reduction) -> Option<FoldFn>;
-    /// The identity of reduction `r` (of a kind the type has).
-    fn identity(r: Reduction) -> Self;
+    /// product and min) and its identity, `None` where the type lacks it.
+    fn fold(r: Reduction) -> Option<(FoldFn, Self)>;
+}
+
+/// A fold and its identity for `$t`: the loop `$kernel` over `$u`s (the type itself, or one
+/// with the same bits for this fold) of the op `$op`, whose [`TableFold`] gives the identity.
+macro_rules! fold {
+    ($kernel:ident, $u:ty, $t:ty, $op:ident) => {
+        ($kernel::<$u, elem::$op> as FoldFn, <elem::$op as TableFold<$t>>::identity())
+    };
 }
 
 /// `match` from each listed op to its kernel for `$t`, `None` for the others.
@@ -466,24 +472,15 @@ macro_rules! ints {
             fn clamp() -> Option<Run<4>> {
                 Some(table::run3::<$t, elem::Clamp>)
             }
-            fn fold(r: Reduction) -> Option<FoldFn> {
+            fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
                 Some(match r {
-                    Reduction::Sum => table_fold::<$u, elem::Add>,
-                    Reduction::Prod => table_fold_plain::<$u, elem::Mul>,
-                    Reduction::Max => table_fold_plain::<$t, elem::Max>,
-                    Reduction::Min => table_fold_plain::<$t, elem::Min>,
-                    Reduction::And => table_fold_plain::<$u, elem::And>,
-                    Reduction::Or => table_fold_plain::<$u, elem::Or>,
+                    Reduction::Sum => fold!(table_fold, $u, $t, Add),
+                    Reduction::Prod => fold!(table_fold_plain, $u, $t, Mul),
+                    Reduction::Max => fold!(table_fold_plain, $t, $t, Max),
+                    Reduction::Min => fold!(table_fold_plain, $t, $t, Min),
+                    Reduction::And => fold!(table_fold_plain, $u, $t, And),
+                    Reduction::Or => fold!(table_fold_plain, $u, $t, Or),
                 })
-            }
-            fn identity(r: Reduction) -> Self {
-                match r {
-                    Reduction::Sum | Reduction::Or => 0,
-                    Reduction::Prod => 1,
-                    Reduction::Max => <$t>::MIN,
-                    Reduction::Min => <$t>::MAX,
-                    Reduction::And => !0,
-                }
             }
         }
     )*};
@@ -531,23 +528,15 @@ macro_rules! floats {
             fn clamp() -> Option<Run<4>> {
                 Some(table::run3::<$t, elem::Clamp>)
             }
-            fn fold(r: Reduction) -> Option<FoldFn> {
+            fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
                 match r {
-                    Reduction::Sum => Some(table_fold::<$t, elem::Add>),
-                    Reduction::Prod => Some(table_fold_plain::<$t, elem::Mul>),
+                    Reduction::Sum => Some(fold!(table_fold, $t, $t, Add)),
+                    Reduction::Prod => Some(fold!(table_fold_plain, $t, $t, Mul)),
                     // Max and min in lanes, as sums: their values do not depend on the order
                     // (NaN wins, +0.0 over -0.0), and a row folds 16 at a time.
-                    Reduction::Max => Some(table_fold::<$t, elem::Max>),
-                    Reduction::Min => Some(table_fold::<$t, elem::Min>),
+                    Reduction::Max => Some(fold!(table_fold, $t, $t, Max)),
+                    Reduction::Min => Some(fold!(table_fold, $t, $t, Min)),
                     Reduction::And | Reduction::Or => None,
-                }
-            }
-            fn identity(r: Reduction) -> Self {
-                match r {
-                    Reduction::Prod => <$t as XlaElement>::xla_one(),
-                    Reduction::Max => <$t as XlaOrd>::xla_lowest(),
-                    Reduction::Min => <$t as XlaOrd>::xla_highest(),
-                    _ => <$t as XlaElement>::xla_zero(),
                 }
             }
         }
@@ -585,14 +574,13 @@ impl Kernels for bool {
     fn clamp() -> Option<Run<4>> {
         <u8 as Kernels>::clamp()
     }
-    fn fold(r: Reduction) -> Option<FoldFn> {
+    fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
         Some(match r {
-            Reduction::Sum | Reduction::Max | Reduction::Or => table_fold_plain::<u8, elem::Or>,
-            Reduction::Prod | Reduction::Min | Reduction::And => table_fold_plain::<u8, elem::And>,
+            Reduction::Sum | Reduction::Max | Reduction::Or => fold!(table_fold_plain, u8, bool, Or),
+            Reduction::Prod | Reduction::Min | Reduction::And => {
+                fold!(table_fold_plain, u8, bool, And)
+            }
         })
-    }
-    fn identity(r: Reduction) -> Self {
-        matches!(r, Reduction::Prod | Reduction::Min | Reduction::And)
     }
 }
 
@@ -613,17 +601,11 @@ macro_rules! complex {
             fn clamp() -> Option<Run<4>> {
                 None
             }
-            fn fold(r: Reduction) -> Option<FoldFn> {
+            fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
                 match r {
-                    Reduction::Sum => Some(table_fold::<num_complex::Complex<$t>, elem::Add>),
-                    Reduction::Prod => Some(table_fold_plain::<num_complex::Complex<$t>, elem::Mul>),
+                    Reduction::Sum => Some(fold!(table_fold, Self, Self, Add)),
+                    Reduction::Prod => Some(fold!(table_fold_plain, Self, Self, Mul)),
                     _ => None,
-                }
-            }
-            fn identity(r: Reduction) -> Self {
-                match r {
-                    Reduction::Prod => <Self as XlaElement>::xla_one(),
-                    _ => <Self as XlaElement>::xla_zero(),
                 }
             }
         }

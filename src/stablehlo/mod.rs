@@ -290,8 +290,8 @@ macro_rules! tensor_types {
                 $(
                     $(#[$cfg])*
                     if ty == <$t as StableHloElement>::TYPE {
-                        let one = ArrayD::from_elem(ndarray::IxDyn(&[]), <$t as Kernels>::identity(r));
-                        return Some(Tensor::$variant(one));
+                        let (_, identity) = <$t as Kernels>::fold(r)?;
+                        return Some(Tensor::$variant(ndarray::arr0(identity).into_dyn()));
                     }
                 )*
                 None
@@ -434,7 +434,7 @@ macro_rules! tensor_types {
 
             /// The fold of reduction `r` for this element type ([`Kernels::fold`]).
             fn fold_kernel(self, r: Reduction) -> Option<FoldFn> {
-                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::fold(r); })*
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::fold(r).map(|(run, _)| run); })*
                 None
             }
 
