@@ -513,7 +513,7 @@ where
     binary(op, &lhs, &rhs, f)
 }
 
-use operand::{AssignRhs, AsArray, Lhs, Rhs};
+use operand::{AsArray, AssignRhs, Lhs, Rhs};
 
 /// The operands of the operators, sealed: public so that the operators' bounds can name them,
 /// in a private module so that no other crate can.

@@ -45,7 +45,7 @@ use crate::error::Result;
 
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
-use kernel::Block;
+pub(crate) use kernel::Block;
 #[cfg(feature = "stablehlo")]
 pub(crate) use kernel::SlotInfo;
 pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};

@@ -417,10 +417,20 @@ pub(crate) trait Kernels: Sized {
 }
 
 /// A fold and its identity for `$t`: the loop `$kernel` over `$u`s (the type itself, or one
-/// with the same bits for this fold) of the op `$op`, whose [`TableFold`] gives the identity.
+/// with the same bits for this fold) of the op `$op`, whose [`TableFold`] gives the identity;
+/// `wide`: [`reduce::table_fold_wide`].
 macro_rules! fold {
+    (wide, $u:ty, $t:ty, $op:ident) => {
+        (
+            reduce::table_fold_wide::<$u, elem::$op>(),
+            <elem::$op as TableFold<$t>>::identity(),
+        )
+    };
     ($kernel:ident, $u:ty, $t:ty, $op:ident) => {
-        ($kernel::<$u, elem::$op> as FoldFn, <elem::$op as TableFold<$t>>::identity())
+        (
+            $kernel::<$u, elem::$op> as FoldFn,
+            <elem::$op as TableFold<$t>>::identity(),
+        )
     };
 }
 
@@ -530,12 +540,13 @@ macro_rules! floats {
             }
             fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
                 match r {
-                    Reduction::Sum => Some(fold!(table_fold, $t, $t, Add)),
+                    Reduction::Sum => Some(fold!(wide, $t, $t, Add)),
                     Reduction::Prod => Some(fold!(table_fold_plain, $t, $t, Mul)),
                     // Max and min in lanes, as sums: their values do not depend on the order
-                    // (NaN wins, +0.0 over -0.0), and a row folds 16 at a time.
-                    Reduction::Max => Some(fold!(table_fold, $t, $t, Max)),
-                    Reduction::Min => Some(fold!(table_fold, $t, $t, Min)),
+                    // (NaN wins, +0.0 over -0.0), and a row folds 16 at a time. The three in
+                    // AVX-512 copies where the CPU has them (rows of row chains are in cache).
+                    Reduction::Max => Some(fold!(wide, $t, $t, Max)),
+                    Reduction::Min => Some(fold!(wide, $t, $t, Min)),
                     Reduction::And | Reduction::Or => None,
                 }
             }
@@ -576,7 +587,9 @@ impl Kernels for bool {
     }
     fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
         Some(match r {
-            Reduction::Sum | Reduction::Max | Reduction::Or => fold!(table_fold_plain, u8, bool, Or),
+            Reduction::Sum | Reduction::Max | Reduction::Or => {
+                fold!(table_fold_plain, u8, bool, Or)
+            }
             Reduction::Prod | Reduction::Min | Reduction::And => {
                 fold!(table_fold_plain, u8, bool, And)
             }
@@ -1130,5 +1143,65 @@ mod tests {
             )*};
         }
         check!(Exp, Expm1, Log, Log1p, Logistic, Tanh, Rsqrt, Sin, Cos, Tan);
+    }
+
+    /// The AVX-512 copies of the float folds (`Kernels::fold`) give the baseline loop's bits,
+    /// rows of sums, maxima and minima with NaNs, both zeros and infinities among them.
+    #[test]
+    fn wide_folds_give_the_baselines_bits() {
+        use crate::engine::reduce::{table_fold, FoldFn, TableFold};
+        use crate::engine::Block;
+        use crate::stablehlo::Reduction;
+        fn rows<F: TableFold<f32>>(fold: FoldFn, x: &[f32], n: usize) -> Vec<u32> {
+            let mut acc = vec![F::identity(); x.len() / n];
+            let blk = Block {
+                n,
+                inner: [0, 1],
+                rows: acc.len(),
+                step: [1, n as isize],
+            };
+            // SAFETY: one accumulator per row of `n` elements of `x`, each `f32`.
+            unsafe {
+                fold(
+                    std::ptr::null(),
+                    acc.as_mut_ptr().cast(),
+                    x.as_ptr().cast(),
+                    blk,
+                )
+            };
+            acc.iter().map(|v| v.to_bits()).collect()
+        }
+        let n = 1000;
+        let mut x: Vec<f32> = (0..8 * n)
+            .map(|i| ((i * 7919) % 2003) as f32 * 0.37 - 300.0)
+            .collect();
+        x[5] = f32::NAN;
+        x[n + 17] = -0.0;
+        x[2 * n + 3] = f32::INFINITY;
+        x[3 * n + 999] = f32::NEG_INFINITY;
+        x[4 * n..5 * n].iter_mut().for_each(|v| *v = -0.0);
+        x[5 * n + 500] = 0.0;
+        for (r, base) in [
+            (Reduction::Sum, table_fold::<f32, elem::Add> as FoldFn),
+            (Reduction::Max, table_fold::<f32, elem::Max>),
+            (Reduction::Min, table_fold::<f32, elem::Min>),
+        ] {
+            let (wide, _) = <f32 as super::Kernels>::fold(r).expect("floats fold");
+            let (got, want) = match r {
+                Reduction::Sum => (
+                    rows::<elem::Add>(wide, &x, n),
+                    rows::<elem::Add>(base, &x, n),
+                ),
+                Reduction::Max => (
+                    rows::<elem::Max>(wide, &x, n),
+                    rows::<elem::Max>(base, &x, n),
+                ),
+                _ => (
+                    rows::<elem::Min>(wide, &x, n),
+                    rows::<elem::Min>(base, &x, n),
+                ),
+            };
+            assert_eq!(got, want, "{r:?}");
+        }
     }
 }
