@@ -117,8 +117,31 @@ pub(crate) enum Fresh {
 /// `kernel` into a fresh array of shape `dim` (the shape its inputs are seen at), laid out as
 /// `layout` says; an error when it cannot be allocated. If the element function panics, the
 /// elements written so far are dropped ([`fresh::fill`]).
+///
+/// The engine's generic entry points ([`collect`], [`into`], [`reduce()`]) call their bodies
+/// through a function pointer. rustc's MIR inliner, optimizing each generic function of the
+/// crate, walks the call graph of every callee it can resolve to rule out cycles; from each of
+/// the front doors (every op's methods, operators and wrappers) that walk crossed the whole
+/// engine again, 0.9 s of the library's 4.5 s build (`BENCHMARKS.md`). A pointer ends the walk
+/// there, and LLVM still sees a direct call.
 #[inline(always)]
 pub(crate) fn collect<C, D, K, const N: usize>(
+    op: &'static str,
+    dim: D,
+    kernel: &K,
+    layout: Fresh,
+) -> Result<Array<C, D>>
+where
+    D: Dimension,
+    K: BlockKernel<N> + Writes<MaybeUninit<C>>,
+    Engine: Walk<N>,
+{
+    let body: fn(_, _, &K, _) -> _ = collect_in::<C, D, K, N>;
+    body(op, dim, kernel, layout)
+}
+
+/// [`collect`]'s body.
+fn collect_in<C, D, K, const N: usize>(
     op: &'static str,
     dim: D,
     kernel: &K,
@@ -153,8 +176,22 @@ pub(crate) enum Seen {
     Placed,
 }
 
-/// `kernel` into the caller's `out` (of the shape its inputs are seen at).
+/// `kernel` into the caller's `out` (of the shape its inputs are seen at); its body through a
+/// pointer, as [`collect`]'s.
+#[inline(always)]
 pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K, seen: Seen)
+where
+    S: Send,
+    D: Dimension,
+    K: BlockKernel<N> + Writes<S>,
+    Engine: Walk<N>,
+{
+    let body: fn(&mut _, &K, _) = into_in::<S, D, K, N>;
+    body(out, kernel, seen)
+}
+
+/// [`into`]'s body.
+fn into_in<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K, seen: Seen)
 where
     S: Send,
     D: Dimension,

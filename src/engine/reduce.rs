@@ -57,7 +57,27 @@ impl Folder {
 /// with [`FoldOrder::Index`] it is the source's index order (row-major), so `f` need only be
 /// associative. An error, having folded nothing, when a partial accumulator of a parallel fold
 /// cannot be allocated.
+#[inline(always)]
 pub(crate) fn reduce<A, D, E, F>(
+    op: &'static str,
+    acc: &mut ArrayRef<A, E>,
+    acc_dim: &[Option<usize>],
+    src: &ArrayRef<A, D>,
+    fold: Fold<'_, A, F>,
+    fill: bool,
+) -> crate::error::Result<()>
+where
+    A: Clone + Send + Sync,
+    D: Dimension,
+    E: Dimension,
+    F: Fn(A, A) -> A + Sync,
+{
+    let body: fn(_, &mut _, _, &_, _, _) -> _ = reduce_in::<A, D, E, F>;
+    body(op, acc, acc_dim, src, fold, fill)
+}
+
+/// [`reduce`]'s body (called through a pointer, as [`super::collect`]'s is).
+fn reduce_in<A, D, E, F>(
     op: &'static str,
     acc: &mut ArrayRef<A, E>,
     acc_dim: &[Option<usize>],
