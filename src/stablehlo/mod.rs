@@ -774,7 +774,7 @@ compare_ops!(program_compare);
 /// Generates, from one row per unary op, its enum, its StableHLO name and the [`Program`]
 /// method that records it (JAX `lax`'s name).
 macro_rules! unaries {
-    ($($name:ident => $v:ident, $hlo:literal, $what:literal, $ty:ty, $input:expr, $want:expr;)*) => {
+    ($($name:ident => $v:ident, $hlo:literal, [$($kind:ident),*], $what:literal, $ty:ty, $input:expr, $want:expr;)*) => {
         /// The unary elementwise ops.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub(crate) enum Unary {
@@ -786,6 +786,13 @@ macro_rules! unaries {
             fn names(self) -> (&'static str, &'static str) {
                 match self {
                     $(Unary::$v => (stringify!($name), $hlo),)*
+                }
+            }
+
+            /// Whether elements of `kind` have this op (StableHLO's types).
+            fn defined_for(self, kind: Kind) -> bool {
+                match self {
+                    $(Unary::$v => matches!(kind, $(Kind::$kind)|*),)*
                 }
             }
         }
@@ -817,66 +824,13 @@ macro_rules! unaries {
     };
 }
 
-unaries! {
-    abs => Abs, "abs", "`|x|` (integers wrap: `abs(MIN) = MIN`)", i32, [-3, 0, i32::MIN], [3, 0, i32::MIN];
-    neg => Neg, "negate", "`-x` (integers wrap)", f32, [1.5f32, -0.0, f32::INFINITY], [-1.5f32, 0.0, f32::NEG_INFINITY];
-    sign => Sign, "sign", "`-1`, `0` or `1` by the sign of `x` (floats keep the zero's sign and NaN)", f64, [-2.5, -0.0, 7.0], [-1.0, -0.0, 1.0];
-    not => Not, "not", "bitwise not (`bool`: logical)", u8, [0u8, 1, 255], [255u8, 254, 0];
-    floor => Floor, "floor", "the largest integer not above `x`", f32, [1.5f32, -1.5, -0.25], [1.0f32, -2.0, -1.0];
-    ceil => Ceil, "ceil", "the smallest integer not below `x`", f32, [1.5f32, -1.5, 0.25], [2.0f32, -1.0, 1.0];
-    round_nearest_even => RoundNearestEven, "round_nearest_even", "`x` rounded to the nearest integer, ties to even", f32, [0.5f32, 1.5, -2.5], [0.0f32, 2.0, -2.0];
-    round_nearest_afz => RoundNearestAfz, "round_nearest_afz", "`x` rounded to the nearest integer, ties away from zero", f32, [0.5f32, 1.5, -2.5], [1.0f32, 2.0, -3.0];
-    is_finite => IsFinite, "is_finite", "whether `x` is neither infinite nor NaN (a `bool` result)", f32, [1.0f32, f32::NAN, f32::NEG_INFINITY], [true, false, false];
-    popcnt => Popcnt, "popcnt", "the number of one bits", i8, [0i8, 7, -1], [0i8, 3, 8];
-    clz => Clz, "count_leading_zeros", "the number of leading zero bits", u16, [0u16, 1, 0x8000], [16u16, 15, 0];
-    sqrt => Sqrt, "sqrt", "the square root, correctly rounded (`sqrt(-0.0) = -0.0`, NaN below zero)", f64, [4.0, -0.0, 2.25], [2.0, -0.0, 1.5];
-    rsqrt => Rsqrt, "rsqrt", "`1 / sqrt(x)` (`inf` at `+0.0`, `-inf` at `-0.0`)", f32, [4.0f32, 0.25, f32::INFINITY], [0.5f32, 2.0, 0.0];
-    cbrt => Cbrt, "cbrt", "the cube root (negative below zero)", f64, [8.0, -27.0, -0.0], [2.0, -3.0, -0.0];
-    exp => Exp, "exponential", "`e^x`", f64, [0.0, f64::NEG_INFINITY, f64::INFINITY], [1.0, 0.0, f64::INFINITY];
-    expm1 => Expm1, "exponential_minus_one", "`e^x - 1`, accurate near zero", f64, [0.0, -0.0, f64::NEG_INFINITY], [0.0, -0.0, -1.0];
-    log => Log, "log", "the natural logarithm (`-inf` at zero, NaN below)", f64, [1.0, 0.0, f64::INFINITY], [0.0, f64::NEG_INFINITY, f64::INFINITY];
-    log1p => Log1p, "log_plus_one", "`ln(1 + x)`, accurate near zero", f64, [0.0, -0.0, -1.0], [0.0, -0.0, f64::NEG_INFINITY];
-    logistic => Logistic, "logistic", "`1 / (1 + e^-x)`", f32, [0.0f32, f32::INFINITY, f32::NEG_INFINITY], [0.5f32, 1.0, 0.0];
-    tanh => Tanh, "tanh", "the hyperbolic tangent", f32, [0.0f32, -0.0, f32::INFINITY], [0.0f32, -0.0, 1.0];
-    sin => Sin, "sine", "the sine (radians)", f64, [0.0, -0.0, std::f64::consts::FRAC_PI_2], [0.0, -0.0, 1.0];
-    cos => Cos, "cosine", "the cosine (radians)", f64, [0.0, -0.0, std::f64::consts::PI], [1.0, 1.0, -1.0];
-    tan => Tan, "tan", "the tangent (radians)", f64, [0.0, -0.0, std::f64::consts::FRAC_PI_4], [0.0, -0.0, 0.9999999999999999];
-}
-
-impl Unary {
-    /// Whether elements of `kind` have this op (StableHLO's types).
-    fn defined_for(self, kind: Kind) -> bool {
-        use Kind::*;
-        match self {
-            Unary::Abs | Unary::Sign => matches!(kind, Signed | Float | Complex),
-            Unary::Neg => kind != Pred,
-            Unary::Not => matches!(kind, Pred | Signed | Unsigned),
-            Unary::Floor
-            | Unary::Ceil
-            | Unary::RoundNearestEven
-            | Unary::RoundNearestAfz
-            | Unary::IsFinite => kind == Float,
-            Unary::Sqrt
-            | Unary::Rsqrt
-            | Unary::Cbrt
-            | Unary::Exp
-            | Unary::Expm1
-            | Unary::Log
-            | Unary::Log1p
-            | Unary::Logistic
-            | Unary::Tanh
-            | Unary::Sin
-            | Unary::Cos
-            | Unary::Tan => matches!(kind, Float | Complex),
-            Unary::Popcnt | Unary::Clz => matches!(kind, Signed | Unsigned),
-        }
-    }
-}
+unary_ops!(unaries);
 
 /// Generates, from one row per reduction, its enum, its StableHLO region (and `bool`'s, whose
-/// `add` is `or`) and the [`Program`] method that records it.
+/// `add` is `or`), the element kinds it is defined on and the [`Program`] method that records
+/// it. Its identity is its fold's ([`TableFold`](crate::engine::reduce::TableFold)).
 macro_rules! reductions {
-    ($($name:ident => $v:ident, $hlo:literal, $pred:literal, $what:literal, $fold:literal;)*) => {
+    ($($name:ident => $v:ident, $hlo:literal, $pred:literal, [$($kind:ident),*], $what:literal, $fold:literal;)*) => {
         /// The reductions over axes, by JAX `lax`'s names.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub(crate) enum Reduction {
@@ -888,6 +842,14 @@ macro_rules! reductions {
             fn names(self) -> (&'static str, &'static str, &'static str) {
                 match self {
                     $(Reduction::$v => (stringify!($name), $hlo, $pred),)*
+                }
+            }
+
+            /// Whether elements of `kind` have this reduction (StableHLO's types for its
+            /// region).
+            fn defined_for(self, kind: Kind) -> bool {
+                match self {
+                    $(Reduction::$v => matches!(kind, $(Kind::$kind)|*),)*
                 }
             }
         }
@@ -924,25 +886,18 @@ macro_rules! reductions {
 }
 
 reductions! {
-    reduce_sum => Sum, "add", "or", "the sum (`bool`: any)", "|a, b| a + b";
-    reduce_prod => Prod, "multiply", "and", "the product (`bool`: all)", "|a, b| a * b";
-    reduce_max => Max, "maximum", "or", "the maximum (NaN propagates)", "i32::max";
-    reduce_min => Min, "minimum", "and", "the minimum (NaN propagates)", "i32::min";
-    reduce_and => And, "and", "and", "the bitwise and (`bool`: all)", "|a, b| a & b";
-    reduce_or => Or, "or", "or", "the bitwise or (`bool`: any)", "|a, b| a | b";
-}
-
-impl Reduction {
-    /// Whether elements of `kind` have this reduction (StableHLO's types for its region).
-    fn defined_for(self, kind: Kind) -> bool {
-        match self {
-            Reduction::Sum | Reduction::Prod => true,
-            Reduction::Max | Reduction::Min => kind != Kind::Complex,
-            Reduction::And | Reduction::Or => {
-                matches!(kind, Kind::Pred | Kind::Signed | Kind::Unsigned)
-            }
-        }
-    }
+    reduce_sum => Sum, "add", "or", [Pred, Signed, Unsigned, Float, Complex],
+        "the sum (`bool`: any)", "|a, b| a + b";
+    reduce_prod => Prod, "multiply", "and", [Pred, Signed, Unsigned, Float, Complex],
+        "the product (`bool`: all)", "|a, b| a * b";
+    reduce_max => Max, "maximum", "or", [Pred, Signed, Unsigned, Float],
+        "the maximum (NaN propagates)", "i32::max";
+    reduce_min => Min, "minimum", "and", [Pred, Signed, Unsigned, Float],
+        "the minimum (NaN propagates)", "i32::min";
+    reduce_and => And, "and", "and", [Pred, Signed, Unsigned],
+        "the bitwise and (`bool`: all)", "|a, b| a & b";
+    reduce_or => Or, "or", "or", [Pred, Signed, Unsigned],
+        "the bitwise or (`bool`: any)", "|a, b| a | b";
 }
 
 /// Where a binary op's operands go in its result: the `broadcast_in_dim` dims of the lhs and
