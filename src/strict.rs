@@ -532,13 +532,13 @@ mod operand {
         }
     }
 
-    impl<A, S: Data<Elem = A>, D: ndarray::Dimension> Lhs<A, D> for ArrayBase<S, D> {
+    impl<A, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for ArrayBase<S, D> {
         fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
             self.try_into_owned_nocopy()
         }
     }
 
-    impl<A, S: Data<Elem = A>, D: ndarray::Dimension> Lhs<A, D> for Strict<S, D> {
+    impl<A, S: Data<Elem = A>, D: Dimension> Lhs<A, D> for Strict<S, D> {
         fn into_buffer(self) -> Result<ndarray::Array<A, D>, Self> {
             self.0.into_buffer().map_err(Strict)
         }
