@@ -364,13 +364,19 @@ macro_rules! tensor_types {
             /// The elements, copied into an owned [`Tensor`] (in the standard layout).
             ///
             /// ```
-            /// use xla_bcast::stablehlo::{Tensor, TensorView};
+            /// use xla_bcast::stablehlo::{StableHloElement, Tensor, TensorView};
             /// let x = ndarray::array![[1, 2], [3, 4]];
-            /// assert_eq!(TensorView::from(x.t()).to_tensor(), Tensor::from(x.t().to_owned().into_dyn()));
+            /// let t = TensorView::from(x.t()).to_tensor();
+            /// assert_eq!(t, Tensor::from(x.t().to_owned().into_dyn()));
+            /// assert!(i32::of(&t).unwrap().is_standard_layout());
             /// ```
+            ///
+            /// # Panics
+            /// Where the copy cannot be allocated (where ndarray's `to_owned` aborts).
             pub fn to_tensor(&self) -> Tensor {
-                match self {
-                    $($(#[$cfg])* TensorView::$variant(a) => Tensor::$variant(a.to_owned()),)*
+                match self.copied("to_tensor") {
+                    Ok(t) => t,
+                    Err(e) => panic!("{e}"),
                 }
             }
 
@@ -576,6 +582,31 @@ impl Tensor {
         // no drop glue) and shape; `self` is borrowed mutably, so nothing else touches it.
         unsafe { table::write(self.output(), slot, copy.into(), &[&input], false) };
         Ok(())
+    }
+}
+
+impl TensorView<'_> {
+    /// The elements copied into a fresh tensor in the standard layout by the engine's copy
+    /// loop of their size (one loop per size, where ndarray's `to_owned` compiles one per
+    /// element type); an error when it cannot be allocated.
+    fn copied(&self, op: &'static str) -> Result<Tensor> {
+        let (ty, shape) = (self.element_type(), self.shape());
+        let input = self.placed(op, shape, &iota(shape.len()))?;
+        let copy = table::copy(ty.size()).ok_or_else(|| eval::mismatch(op))?;
+        let slot = crate::engine::SlotInfo {
+            size: ty.size(),
+            needs_drop: false,
+            plain: true,
+        };
+        // No inputs to follow: the standard layout.
+        let mut out = Unwritten::new(ty, op, shape, &[])?;
+        // SAFETY: a copy of the elements' size (plain numbers, no drop glue) from the view, at
+        // its own shape, into a fresh tensor of its type and shape, which the walk writes
+        // element by element, every one once.
+        unsafe {
+            table::write(out.operand(), slot, copy.into(), &[&input], true);
+            Ok(out.assume_init())
+        }
     }
 }
 
