@@ -122,8 +122,8 @@ pub(crate) enum Fresh {
 /// through a function pointer. rustc's MIR inliner, optimizing each generic function of the
 /// crate, walks the call graph of every callee it can resolve to rule out cycles; from each of
 /// the front doors (every op's methods, operators and wrappers) that walk crossed the whole
-/// engine again, 0.9 s of the library's 4.5 s build (`BENCHMARKS.md`). A pointer ends the walk
-/// there, and LLVM still sees a direct call.
+/// engine again, most of the library's metadata time (`BENCHMARKS.md`, "Build cost"). A pointer
+/// ends the walk there, and LLVM still sees a direct call.
 #[inline(always)]
 pub(crate) fn collect<C, D, K, const N: usize>(
     op: &'static str,
