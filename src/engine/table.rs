@@ -67,9 +67,7 @@ pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usi
             slice::from_raw_parts(p[1].cast::<A>(), n),
         )
     };
-    for i in 0..n {
-        o[i].write(F::f([a[i].clone()]));
-    }
+    each1::<A, F>(o, a);
     // The fix-up runs only where a test pass finds inputs that need it: fused into one loop,
     // LLVM computes the exact form (a call into the platform's library) for every element and
     // keeps the few it needs.
@@ -176,6 +174,23 @@ pub(crate) unsafe fn run2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: us
             slice::from_raw_parts(p[2].cast::<A>(), n),
         )
     };
+    each2::<A, F>(o, a, b);
+}
+
+/// The loop of [`run`]. The slices are arguments, so that LLVM knows the output overlaps no
+/// input (as [`super::kernel`]'s loops are): no run-time overlap checks, no scalar copy.
+#[inline(always)]
+fn each1<A: Clone, F: Elementwise<A, 1>>(o: &mut [MaybeUninit<F::Out>], a: &[A]) {
+    let n = o.len().min(a.len());
+    for i in 0..n {
+        o[i].write(F::f([a[i].clone()]));
+    }
+}
+
+/// The loop of [`run2`], as [`each1`].
+#[inline(always)]
+fn each2<A: Clone, F: Elementwise<A, 2>>(o: &mut [MaybeUninit<F::Out>], a: &[A], b: &[A]) {
+    let n = o.len().min(a.len()).min(b.len());
     for i in 0..n {
         o[i].write(F::f([a[i].clone(), b[i].clone()]));
     }
@@ -195,6 +210,18 @@ pub(crate) unsafe fn run3<A: Clone, F: Elementwise<A, 3>>(p: [*mut u8; 4], n: us
             slice::from_raw_parts(p[3].cast::<A>(), n),
         )
     };
+    each3::<A, F>(o, a, b, c);
+}
+
+/// The loop of [`run3`], as [`each1`].
+#[inline(always)]
+fn each3<A: Clone, F: Elementwise<A, 3>>(
+    o: &mut [MaybeUninit<F::Out>],
+    a: &[A],
+    b: &[A],
+    c: &[A],
+) {
+    let n = o.len().min(a.len()).min(b.len()).min(c.len());
     for i in 0..n {
         o[i].write(F::f([a[i].clone(), b[i].clone(), c[i].clone()]));
     }
@@ -277,6 +304,12 @@ pub(crate) fn select(size: usize) -> Option<Run<4>> {
                 slice::from_raw_parts(p[3].cast::<A>(), n),
             )
         };
+        choose(o, c, a, b);
+    }
+    /// The loop of `select_run`, as [`each1`].
+    #[inline(always)]
+    fn choose<A: Clone>(o: &mut [MaybeUninit<A>], c: &[bool], a: &[A], b: &[A]) {
+        let n = o.len().min(c.len()).min(a.len()).min(b.len());
         for i in 0..n {
             o[i].write(if c[i] { a[i].clone() } else { b[i].clone() });
         }
