@@ -39,6 +39,122 @@ pub(super) fn uninit<C, D: Dimension>(
     Ok(unsafe { Array::from_shape_vec_unchecked(shape, buffer) })
 }
 
+/// A fresh array of plain elements known by their size and alignment only, not yet written:
+/// programs allocate their results through it whatever their element type, so that only taking
+/// the written buffer as an ndarray array ([`Blank::assume_init`]) is compiled per type.
+#[cfg(feature = "stablehlo")]
+pub(crate) struct Blank {
+    ptr: std::ptr::NonNull<u8>,
+    /// The allocation's bytes (0: nothing allocated) and alignment.
+    bytes: usize,
+    align: usize,
+    /// Each element's bytes, and the elements.
+    size: usize,
+    len: usize,
+    shape: Vec<usize>,
+    /// In elements: a contiguous layout of `shape` (zeros when it is empty, as ndarray's).
+    strides: super::operand::Strides,
+}
+
+#[cfg(feature = "stablehlo")]
+impl Blank {
+    /// Room for an array of `shape` whose elements are `size` bytes aligned to `align` (a
+    /// power of two), contiguous with its dims laid out in `order`; an error (never an abort)
+    /// when its bytes do not fit `isize` or the allocator refuses them.
+    pub(crate) fn new(
+        op: &'static str,
+        size: usize,
+        align: usize,
+        shape: &[usize],
+        order: Order<&[usize]>,
+    ) -> Result<Blank> {
+        let len = shape.iter().try_fold(1usize, |p, &n| p.checked_mul(n));
+        let bytes = len.and_then(|n| n.checked_mul(size));
+        let fail = || BroadcastError::Allocation {
+            op,
+            shape: shape.into(),
+            bytes,
+        };
+        let (len, bytes) = match (len, bytes) {
+            (Some(len), Some(bytes)) if fits_isize(shape) && bytes <= isize::MAX as usize => {
+                (len, bytes)
+            }
+            _ => return Err(fail()),
+        };
+        let layout = std::alloc::Layout::from_size_align(bytes, align).map_err(|_| fail())?;
+        let ptr = match bytes {
+            // A dangling pointer at the alignment: nothing to allocate.
+            0 => std::ptr::NonNull::new(align as *mut u8),
+            // SAFETY: the layout's size is nonzero.
+            _ => std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) }),
+        }
+        .ok_or_else(fail)?;
+        if huge(bytes) {
+            advise_huge_pages(ptr.as_ptr(), bytes);
+        }
+        let mut strides: super::operand::Strides = smallvec::smallvec![0; shape.len()];
+        if len > 0 {
+            let mut step = 1isize;
+            for i in (0..shape.len()).rev() {
+                let d = order.outer(i, shape.len());
+                strides[d] = step;
+                step *= shape[d] as isize;
+            }
+        }
+        Ok(Blank {
+            ptr,
+            bytes,
+            align,
+            size,
+            len,
+            shape: shape.to_vec(),
+            strides,
+        })
+    }
+
+    /// The array to write, as the walk's output.
+    pub(crate) fn operand(&mut self) -> super::operand::Operand<'_> {
+        super::operand::Operand::written(self.ptr.as_ptr(), self.size, &self.shape, &self.strides)
+    }
+
+    /// The written array, as an ndarray array of `T`, without a copy.
+    ///
+    /// # Safety
+    /// `T` has the size and alignment the blank was made for, and every element was written
+    /// with a `T`.
+    pub(crate) unsafe fn assume_init<T>(mut self) -> ndarray::ArrayD<T> {
+        debug_assert!(size_of::<T>() == self.size && align_of::<T>() == self.align);
+        let (shape, strides) = (std::mem::take(&mut self.shape), &self.strides);
+        let strides: Vec<usize> = strides.iter().map(|&s| s as usize).collect();
+        let buffer = match self.bytes {
+            0 => Vec::new(),
+            // SAFETY: `len` elements of `T` allocated by the global allocator with `T`'s
+            // size and alignment, each written, as the caller promised; ownership moves to
+            // the vector (the blank frees nothing once `bytes` is 0).
+            _ => unsafe { Vec::from_raw_parts(self.ptr.as_ptr().cast::<T>(), self.len, self.len) },
+        };
+        self.bytes = 0;
+        let shape = ndarray::IxDyn(&shape).strides(ndarray::IxDyn(&strides));
+        // SAFETY: the strides are a contiguous layout of the shape over exactly `len`
+        // elements, all nonnegative (the first element is the buffer's), or an empty array's
+        // zeros, and the shape's bytes fit `isize` (checked when it was made).
+        unsafe { ndarray::ArrayD::from_shape_vec_unchecked(shape, buffer) }
+    }
+}
+
+#[cfg(feature = "stablehlo")]
+impl Drop for Blank {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            // SAFETY: allocated in `new` with this size and alignment, and not handed on.
+            unsafe {
+                let layout = std::alloc::Layout::from_size_align_unchecked(self.bytes, self.align);
+                std::alloc::dealloc(self.ptr.as_ptr(), layout)
+            }
+        }
+    }
+}
+
 /// Whether the product of the nonzero lengths of `shape` fits `isize`.
 #[inline(never)]
 fn fits_isize(shape: &[usize]) -> bool {

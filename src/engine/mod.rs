@@ -43,6 +43,8 @@ use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::error::Result;
 
+#[cfg(feature = "stablehlo")]
+pub(crate) use alloc::Blank;
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 pub(crate) use kernel::Block;
@@ -57,17 +59,18 @@ use plan::{dense_in, output_order, Order, Plan};
 pub(crate) use reduce::reduce;
 use stream::Write;
 
-/// An uninitialised array of shape `shape`, for a writer that fills every element, laid out as
-/// a result read from inputs of `strides` (at `shape`) is ([`Fresh::FollowInputs`]); an error
-/// when it cannot be allocated.
+/// A fresh array of `shape` whose elements are `size` bytes aligned to `align`, for a writer
+/// that fills every element, laid out as a result read from inputs of `strides` (at `shape`)
+/// is ([`Fresh::FollowInputs`]); an error when it cannot be allocated.
 #[cfg(feature = "stablehlo")]
-pub(crate) fn uninit_like<C>(
+pub(crate) fn blank_like(
     op: &'static str,
+    (size, align): (usize, usize),
     shape: &[usize],
     strides: &[&[isize]],
-) -> Result<ndarray::ArrayD<MaybeUninit<C>>> {
+) -> Result<Blank> {
     let order = order_like(shape, strides);
-    alloc::uninit::<C, ndarray::IxDyn>(op, ndarray::IxDyn(shape), order.as_ref())
+    Blank::new(op, size, align, shape, order.as_ref())
 }
 
 /// [`output_order`], apart from the element types of the generic callers.
@@ -77,7 +80,7 @@ fn order_like(shape: &[usize], strides: &[&[isize]]) -> Order {
     output_order(shape, strides)
 }
 
-/// The strides of a result of `shape` read from inputs of `strides`, as [`uninit_like`] lays
+/// The strides of a result of `shape` read from inputs of `strides`, as [`blank_like`] lays
 /// it out.
 #[cfg(feature = "stablehlo")]
 pub(crate) fn strides_like(shape: &[usize], strides: &[&[isize]]) -> operand::Strides {

@@ -70,6 +70,18 @@ impl<'a> Operand<'a> {
         }
     }
 
+    /// The written operand: elements of `size` bytes from `ptr`, at `shape` with `strides`.
+    #[cfg(feature = "stablehlo")]
+    pub fn written(ptr: *mut u8, size: usize, shape: &'a [usize], strides: &'a [isize]) -> Self {
+        Operand {
+            ptr,
+            size,
+            plain: false,
+            shape,
+            strides: StridesAt::Own(strides),
+        }
+    }
+
     /// An element pointer and strides of `T`s at `shape`, as an input.
     #[inline(always)]
     fn input<T>(ptr: *const T, shape: &'a [usize], strides: StridesAt<'a>) -> Self {

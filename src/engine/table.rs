@@ -16,8 +16,6 @@ use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::slice;
 
-use ndarray::{Array, IxDyn};
-
 use super::kernel::{Block, BlockKernel, Line, SlotInfo};
 use super::operand::Operand;
 use super::plan::output_order;
@@ -215,12 +213,7 @@ pub(crate) unsafe fn run3<A: Clone, F: Elementwise<A, 3>>(p: [*mut u8; 4], n: us
 
 /// The loop of [`run3`], as [`each1`].
 #[inline(always)]
-fn each3<A: Clone, F: Elementwise<A, 3>>(
-    o: &mut [MaybeUninit<F::Out>],
-    a: &[A],
-    b: &[A],
-    c: &[A],
-) {
+fn each3<A: Clone, F: Elementwise<A, 3>>(o: &mut [MaybeUninit<F::Out>], a: &[A], b: &[A], c: &[A]) {
     let n = o.len().min(a.len()).min(b.len()).min(c.len());
     for i in 0..n {
         o[i].write(F::f([a[i].clone(), b[i].clone(), c[i].clone()]));
@@ -557,35 +550,33 @@ impl From<Run<4>> for Kernel {
     }
 }
 
-/// `kernel` over `inputs`, seen at `shape`, into a fresh array of `C`s in the memory order the
-/// inputs share (as [`super::collect`] lays out its results); an error when it cannot be
-/// allocated.
+/// `kernel` over `inputs`, seen at `shape`, into a fresh array of elements of `size` bytes
+/// aligned to `align`, in the memory order the inputs share (as [`super::collect`] lays out
+/// its results); an error when it cannot be allocated.
 ///
 /// # Safety
-/// `kernel` is a kernel for the inputs' element types and an output of `C`, which has no drop
-/// glue; the inputs are seen at `shape`, one per input of the kernel.
-pub(crate) unsafe fn collect<C>(
+/// `kernel` is a kernel for the inputs' element types and an output of plain elements (no drop
+/// glue) of that size and alignment; the inputs are seen at `shape`, one per input of the
+/// kernel. The result is written in full.
+#[cfg(feature = "stablehlo")]
+pub(crate) unsafe fn collect(
     op: &'static str,
+    (size, align): (usize, usize),
     shape: &[usize],
     kernel: Kernel,
     inputs: &[&Operand<'_>],
-) -> Result<Array<C, IxDyn>> {
-    debug_assert!(!std::mem::needs_drop::<C>());
+) -> Result<alloc::Blank> {
     let order = fresh_order(shape, inputs);
-    let mut out = alloc::uninit::<C, IxDyn>(op, IxDyn(shape), order.as_ref())?;
-    // SAFETY: as the caller promised of the kernel and the inputs; the output is fresh,
-    // unique, and of `C`s, as the kernel writes.
-    unsafe {
-        write(
-            Operand::output(&mut out),
-            SlotInfo::of::<C>(),
-            kernel,
-            inputs,
-            true,
-        );
-        // The walk wrote every element.
-        Ok(out.assume_init())
-    }
+    let mut out = alloc::Blank::new(op, size, align, shape, order.as_ref())?;
+    let slot = SlotInfo {
+        size,
+        needs_drop: false,
+        plain: true,
+    };
+    // SAFETY: as the caller promised of the kernel and the inputs; the output is fresh and
+    // unique, of the elements the kernel writes, each of which the walk writes.
+    unsafe { write(out.operand(), slot, kernel, inputs, true) };
+    Ok(out)
 }
 
 /// `kernel` over `inputs` into `out` (slots like `slot`; `fresh` when just allocated), every
@@ -708,6 +699,7 @@ mod tests {
     }
 
     /// The copies and selects move elements of every size by their bits.
+    #[cfg(feature = "stablehlo")]
     #[test]
     fn copies_and_selects_by_size() {
         for size in [1, 2, 4, 8, 16] {
@@ -719,7 +711,9 @@ mod tests {
         let inputs = [inputs[0].operand()];
         // SAFETY: a copy of 16-byte elements into 16-byte slots, the input seen at the shape.
         let out = unsafe {
-            collect::<[u64; 2]>("copy", &[3, 4], copy(16).unwrap().into(), &inputs).unwrap()
+            collect("copy", (16, 8), &[3, 4], copy(16).unwrap().into(), &inputs)
+                .unwrap()
+                .assume_init::<[u64; 2]>()
         };
         assert_eq!(out, src.t().into_dyn());
     }

@@ -428,6 +428,7 @@ impl Program {
     }
 
     /// The values a stage reads from outside it.
+    #[inline(never)]
     fn stage_reads(&self, stage: &Stage) -> Vec<usize> {
         match stage {
             Stage::Node(i) => self.nodes[*i]
@@ -444,6 +445,7 @@ impl Program {
     /// The row shape that node `i` starts a row chain of (a reduction over the last dim, or an
     /// elementwise node of rank 1 or more), and its operands with the dims that place them:
     /// `None` for a node no row chain takes.
+    #[inline(never)]
     fn row_node(&self, i: usize) -> Option<(Vec<usize>, Placements)> {
         let node = &self.nodes[i];
         match &node.op {
@@ -466,6 +468,7 @@ impl Program {
     /// node at the full shape (reading members at it, or per-row members along its rows), or
     /// one per row (reading per-row members); every other value it reads comes before the
     /// chain's first member.
+    #[inline(never)]
     fn joins(
         &self,
         i: usize,
@@ -507,6 +510,7 @@ impl Program {
     /// around them, each run a tile of rows at a time. A node joins the latest chain that
     /// holds one of its operands and takes it, else the latest that takes it, else starts one;
     /// chains without a reduction are left to the groups.
+    #[inline(never)]
     fn row_chains(&self) -> Vec<RowBuild> {
         let mut chain_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
         let mut chains: Vec<RowBuild> = Vec::new();
@@ -518,7 +522,9 @@ impl Program {
                 .iter()
                 .filter_map(|(v, _)| chain_of[v.index])
                 .collect();
-            order.sort_unstable_by(|a, b| b.cmp(a));
+            // Latest chain first (the one sort of indices the crate compiles).
+            order.sort_unstable();
+            order.reverse();
             order.extend((0..chains.len()).rev());
             let found = order
                 .into_iter()
@@ -549,6 +555,7 @@ impl Program {
     }
 
     /// The row chain of `b`, writing the members `needed` says to arrays.
+    #[inline(never)]
     fn rows(&self, b: &RowBuild, needed: &[bool]) -> Result<Rows> {
         let rank = b.shape.len();
         let is_member = |v: usize| b.members.contains(&v);
@@ -650,6 +657,7 @@ impl Program {
 
     /// The chain of `members` (node indices, in order) over `shape`, without folds, writing the members
     /// `needed` says to arrays.
+    #[inline(never)]
     fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
         let is_member = |v: &Value| members.contains(&v.index);
         // Inputs: every operand that is not a member, placed at the shape as its op places it.
@@ -785,6 +793,7 @@ impl Program {
     }
 
     /// Each operand of elementwise node `i`, with the dims that place it at the node's shape.
+    #[inline(never)]
     fn placements(&self, i: usize) -> Result<Placements> {
         let node = &self.nodes[i];
         let own = |v: &Value| (*v, iota(self.nodes[v.index].shape.len()).to_vec());
@@ -815,6 +824,7 @@ impl Program {
 
     /// The table kernel of elementwise node `i` and its arguments, its operands (in
     /// [`Program::placements`]' order) being registers `reg`.
+    #[inline(never)]
     fn kernel_of(&self, i: usize, reg: &[usize]) -> Result<(Kernel, [usize; 3])> {
         let node = &self.nodes[i];
         let ty_of = |k: usize| {
@@ -1056,6 +1066,7 @@ impl Executable {
     }
 
     /// Runs the stages in order, as [`Executable::execute`] says.
+    #[inline(never)]
     fn stages<'t>(
         &'t self,
         values: &mut [Option<Held<'t>>],
@@ -1085,6 +1096,7 @@ impl Executable {
     /// Runs row chain `r`: a tile of rows at a time when each of its reductions reads rows that
     /// `Program::run` would find contiguous in memory (so that they fold in its order), else
     /// node by node as `Program::run` does. Its outputs in `direct` are written there.
+    #[inline(never)]
     fn run_rows<'t>(
         &'t self,
         r: &Rows,

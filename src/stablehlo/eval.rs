@@ -896,7 +896,7 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
                 .compare_kernel(dir)
                 .ok_or_else(|| mismatch(name))?;
             // SAFETY: the comparison of the operands' type, into `bool`s.
-            unsafe { table::collect::<bool>(name, shape, run.into(), &inputs).map(Tensor::Pred) }
+            unsafe { Tensor::collect_as(bool::TYPE, name, shape, run, &inputs) }
         }
         Op::Select {
             pred,

@@ -43,7 +43,7 @@ use ndarray::ArrayD;
 use crate::element::XlaElement;
 use crate::engine::reduce::FoldFn;
 use crate::engine::table::{self, Kernel, Run};
-use crate::engine::{Operand, Src};
+use crate::engine::{Blank, Operand, Src};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{
     binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_check, iota, select_shape,
@@ -165,43 +165,21 @@ macro_rules! tensor_types {
             )*
         }
 
-        /// A fresh tensor of any element type whose elements are not written yet.
-        enum Unwritten {
-            $(
-                $(#[$cfg])*
-                $variant(ArrayD<std::mem::MaybeUninit<$t>>),
-            )*
-        }
-
         impl Unwritten {
-            /// A fresh tensor of `ty` and `shape`, laid out as a result read from inputs of
-            /// `strides` ([`crate::engine::uninit_like`]); an error when it cannot be allocated.
-            fn new(ty: ElementType, op: &'static str, shape: &[usize], strides: &[&[isize]]) -> Result<Unwritten> {
-                $(
-                    $(#[$cfg])*
-                    if ty == <$t as StableHloElement>::TYPE {
-                        return crate::engine::uninit_like::<$t>(op, shape, strides).map(Unwritten::$variant);
-                    }
-                )*
-                unreachable!("every element type is a tensor's")
-            }
-
-            /// The array, as an operand to write.
-            fn operand(&mut self) -> Operand<'_> {
-                match self {
-                    $($(#[$cfg])* Unwritten::$variant(a) => Operand::output(a),)*
-                }
-            }
-
             /// The tensor, written.
             ///
             /// # Safety
             /// Every element was written.
             unsafe fn assume_init(self) -> Tensor {
-                match self {
-                    // SAFETY: as the caller promised.
-                    $($(#[$cfg])* Unwritten::$variant(a) => Tensor::$variant(unsafe { a.assume_init() }),)*
-                }
+                let Unwritten { ty, blank } = self;
+                $(
+                    $(#[$cfg])*
+                    if ty == <$t as StableHloElement>::TYPE {
+                        // SAFETY: a blank made for this type, written, as the caller promised.
+                        return Tensor::$variant(unsafe { blank.assume_init::<$t>() });
+                    }
+                )*
+                unreachable!("every element type is a tensor's")
             }
         }
 
@@ -308,17 +286,10 @@ macro_rules! tensor_types {
                 kernel: impl Into<Kernel>,
                 inputs: &[&Operand<'_>],
             ) -> Result<Tensor> {
-                let kernel = kernel.into();
-                $(
-                    $(#[$cfg])*
-                    if ty == <$t as StableHloElement>::TYPE {
-                        // SAFETY: as the caller promised; every element type of a tensor is
-                        // `Copy`.
-                        return unsafe { table::collect::<$t>(op, shape, kernel, inputs) }
-                            .map(Tensor::$variant);
-                    }
-                )*
-                unreachable!("every element type is a tensor's")
+                // SAFETY: as the caller promised; every element type of a tensor is plain.
+                let blank = unsafe { table::collect(op, ty.layout(), shape, kernel.into(), inputs) }?;
+                // SAFETY: the walk wrote every element, of type `ty`.
+                Ok(unsafe { Unwritten { ty, blank }.assume_init() })
             }
 
             /// The array inside, as an operand to write at its own shape.
@@ -410,7 +381,12 @@ macro_rules! tensor_types {
         impl ElementType {
             /// The bytes of one element.
             fn size(self) -> usize {
-                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return size_of::<$t>(); })*
+                self.layout().0
+            }
+
+            /// The bytes of one element and their alignment.
+            fn layout(self) -> (usize, usize) {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return (size_of::<$t>(), align_of::<$t>()); })*
                 unreachable!("every element type is a tensor's")
             }
 
@@ -582,6 +558,31 @@ impl Tensor {
         // no drop glue) and shape; `self` is borrowed mutably, so nothing else touches it.
         unsafe { table::write(self.output(), slot, copy.into(), &[&input], false) };
         Ok(())
+    }
+}
+
+/// A fresh tensor whose elements are not written yet: its type, and room for it.
+struct Unwritten {
+    ty: ElementType,
+    blank: Blank,
+}
+
+impl Unwritten {
+    /// A fresh tensor of `ty` and `shape`, laid out as a result read from inputs of `strides`
+    /// ([`crate::engine::blank_like`]); an error when it cannot be allocated.
+    fn new(
+        ty: ElementType,
+        op: &'static str,
+        shape: &[usize],
+        strides: &[&[isize]],
+    ) -> Result<Unwritten> {
+        let blank = crate::engine::blank_like(op, ty.layout(), shape, strides)?;
+        Ok(Unwritten { ty, blank })
+    }
+
+    /// The array, as an operand to write.
+    fn operand(&mut self) -> Operand<'_> {
+        self.blank.operand()
     }
 }
 
@@ -1997,8 +1998,11 @@ impl Program {
             ),
         );
         // The operand's dims in the order they sit in the output, then back to its own order.
-        let mut order: Vec<usize> = (0..operand.len()).collect();
-        order.sort_unstable_by_key(|&i| dims[i]);
+        // (Sorted as keys `dims[i] * len + i`, so that the crate compiles one sort of indices.)
+        let len = operand.len();
+        let mut order: Vec<usize> = (0..len).map(|i| dims[i] * len + i).collect();
+        order.sort_unstable();
+        order.iter_mut().for_each(|k| *k %= len);
         let sorted: Vec<usize> = order.iter().map(|&i| operand[i]).collect();
         let mut cur_shape = kept;
         if cur_shape != sorted {
