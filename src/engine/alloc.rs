@@ -268,6 +268,46 @@ mod tests {
         assert!(with_capacity::<f64>(usize::MAX / 4).is_none());
     }
 
+    /// A blank is laid out in the order asked for, hands its elements over as an ndarray array
+    /// of that layout, and refuses what cannot be allocated; an empty one allocates nothing.
+    #[cfg(feature = "stablehlo")]
+    #[test]
+    fn blanks_are_laid_out_and_handed_over() {
+        // 8-byte elements aligned to 4, as `Complex<f32>` is.
+        let mut b = Blank::new("t", 8, 4, &[2, 3], Order::Reversed).unwrap();
+        let out = b.operand();
+        assert_eq!(&out.strides[..], &[1, 2]);
+        for i in 0..2 {
+            for j in 0..3 {
+                // SAFETY: element (i, j) of the blank, written as the `[u32; 2]` it holds.
+                unsafe {
+                    let at = out.at(i + 2 * j).cast::<[u32; 2]>();
+                    at.write([i as u32, j as u32]);
+                }
+            }
+        }
+        // SAFETY: `[u32; 2]` has the blank's size and alignment; every element was written.
+        let a = unsafe { b.assume_init::<[u32; 2]>() };
+        assert_eq!(a.shape(), &[2, 3]);
+        assert_eq!(a.strides(), &[1, 2]);
+        assert_eq!(a[[1, 2]], [1, 2]);
+        assert!(a.t().is_standard_layout());
+
+        let empty = Blank::new("t", 4, 4, &[0, 5], Order::Standard).unwrap();
+        assert_eq!(empty.bytes, 0);
+        // SAFETY: an empty array has no element to write.
+        let e = unsafe { empty.assume_init::<f32>() };
+        assert_eq!(e.shape(), &[0, 5]);
+
+        for shape in [&[usize::MAX, 2][..], &[0, usize::MAX, 3]] {
+            let refused = Blank::new("t", 4, 4, shape, Order::Standard);
+            assert!(matches!(
+                refused,
+                Err(BroadcastError::Allocation { op: "t", .. })
+            ));
+        }
+    }
+
     /// The advice reaches a large vector's whole huge pages: the kernel's flags for the
     /// mapping that holds its middle say "hg" (advised huge).
     #[cfg(target_os = "linux")]
