@@ -287,7 +287,7 @@ pub(crate) fn bytewise<F: Elementwise<u8, 2, Out = u8>>(size: usize) -> Option<R
 pub(crate) fn select(size: usize) -> Option<Run<4>> {
     /// # Safety
     /// As [`Run`]: a `bool` predicate and branches of `A`.
-    unsafe fn select_run<A: Clone>(p: [*mut u8; 4], n: usize) {
+    unsafe fn select_run<A: Blend>(p: [*mut u8; 4], n: usize) {
         // SAFETY: as the caller promised.
         let (o, c, a, b) = unsafe {
             (
@@ -301,13 +301,40 @@ pub(crate) fn select(size: usize) -> Option<Run<4>> {
     }
     /// The loop of `select_run`, as [`each1`].
     #[inline(always)]
-    fn choose<A: Clone>(o: &mut [MaybeUninit<A>], c: &[bool], a: &[A], b: &[A]) {
+    fn choose<A: Blend>(o: &mut [MaybeUninit<A>], c: &[bool], a: &[A], b: &[A]) {
         let n = o.len().min(c.len()).min(a.len()).min(b.len());
         for i in 0..n {
-            o[i].write(if c[i] { a[i].clone() } else { b[i].clone() });
+            o[i].write(A::blend(c[i], a[i], b[i]));
         }
     }
     by_size!(size, select_run)
+}
+
+/// A stand-in's pick between two values by a mask of its width: branch-free, so that a select
+/// vectorises (`if c { a } else { b }` compiled to a choice of address and a scalar load per
+/// element). The bits moved are the chosen value's, as a copy moves them.
+trait Blend: std::marker::Copy {
+    fn blend(c: bool, a: Self, b: Self) -> Self;
+}
+
+macro_rules! blend_bits {
+    ($($t:ty),*) => {$(
+        impl Blend for $t {
+            #[inline(always)]
+            fn blend(c: bool, a: Self, b: Self) -> Self {
+                let m = <$t>::from(c).wrapping_neg();
+                (a & m) | (b & !m)
+            }
+        }
+    )*};
+}
+blend_bits!(u8, u16, u32, u64);
+
+impl<T: Blend, const N: usize> Blend for [T; N] {
+    #[inline(always)]
+    fn blend(c: bool, a: Self, b: Self) -> Self {
+        std::array::from_fn(|k| T::blend(c, a[k], b[k]))
+    }
 }
 
 /// The most elements of a run staged at once when an operand is not unit-stride: 8 KiB of
@@ -696,6 +723,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A select moves the chosen branch's bits, at every size, in vector bodies and their
+    /// tails (a NaN's payload and a negative zero's sign are bits like any other).
+    #[test]
+    fn selects_move_the_chosen_bits() {
+        fn check<A: std::marker::Copy + PartialEq + std::fmt::Debug>(f: impl Fn(usize) -> A) {
+            for n in [1, 7, 37, 64] {
+                let a: Vec<A> = (0..n).map(&f).collect();
+                let b: Vec<A> = (0..n).map(|i| f(i + 1000)).collect();
+                let c: Vec<bool> = (0..n).map(|i| i % 3 == 1).collect();
+                let mut o = vec![MaybeUninit::<A>::uninit(); n];
+                let run = select(size_of::<A>()).unwrap();
+                let ptrs = [
+                    o.as_mut_ptr().cast(),
+                    c.as_ptr().cast_mut().cast(),
+                    a.as_ptr().cast_mut().cast(),
+                    b.as_ptr().cast_mut().cast(),
+                ];
+                // SAFETY: `n` elements each: the output's slots, a `bool` predicate and two
+                // branches of `A`, which the kernel only reads.
+                unsafe { run(ptrs, n) };
+                for i in 0..n {
+                    // SAFETY: the kernel wrote every slot.
+                    let got = unsafe { o[i].assume_init() };
+                    assert_eq!(got, if c[i] { a[i] } else { b[i] }, "{n} elements, at {i}");
+                }
+            }
+        }
+        let bits = |i: usize| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        check(|i| bits(i) as u8);
+        check(|i| bits(i) as u16);
+        check(|i| [0x7fc0_1234, 0x8000_0000, 0xffff_ffff][i % 3] ^ (bits(i) as u32 & 0xff));
+        check(|i| [bits(i) as u32, (bits(i) >> 32) as u32]);
+        check(|i| [bits(i), !bits(i)]);
     }
 
     /// The copies and selects move elements of every size by their bits.
