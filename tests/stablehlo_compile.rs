@@ -159,7 +159,7 @@ fn random_programs_match_run() {
         let mut full: Vec<Value> = vec![x];
         for _ in 0..1 + rng.below(8) {
             let a = full[rng.below(full.len())];
-            let v = match rng.below(9) {
+            let v = match rng.below(10) {
                 0 => p.exp(a).unwrap(),
                 1 => p.tanh(a).unwrap(),
                 2 => {
@@ -192,6 +192,24 @@ fn random_programs_match_run() {
                 7 => {
                     let i = p.convert::<i32>(a).unwrap();
                     p.convert::<f32>(i).unwrap()
+                }
+                8 => {
+                    // A lower-rank parameter or a scalar made full by `broadcast_in_dim`, which
+                    // later ops may read too, and an output may be.
+                    let last = *shape.last().unwrap();
+                    let b = match rng.below(2) {
+                        0 => {
+                            let b = p.parameter::<f32>(&[last]);
+                            inputs.push(tensor(&mut rng, &[last], false));
+                            p.broadcast_in_dim(b, &shape, &[shape.len() - 1]).unwrap()
+                        }
+                        _ => {
+                            let c = p.constant(rng.f32());
+                            p.broadcast_in_dim(c, &shape, &[]).unwrap()
+                        }
+                    };
+                    full.push(b);
+                    p.mul(a, b, &[]).unwrap()
                 }
                 _ => {
                     let lo = p.constant(-1.0f32);

@@ -660,21 +660,42 @@ impl Program {
     #[inline(never)]
     fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
         let is_member = |v: &Value| members.contains(&v.index);
+        // A broadcast of a value from outside the chain that only the chain reads is no step:
+        // its readers read that value placed through it, as the broadcast itself does.
+        // (Only where every reader reads it at the chain's shape as it is, a member's place,
+        // so that the broadcast's own input serves them all.)
+        let mut read_as_is = vec![true; self.nodes.len()];
+        for &j in members {
+            for (v, dims) in self.placements(j)? {
+                read_as_is[v.index] &= dims == iota(dims.len()).as_slice();
+            }
+        }
+        let folded = |i: usize| match &self.nodes[i].op {
+            Op::BroadcastInDim { x, dims } if !needed[i] && !is_member(x) && read_as_is[i] => {
+                Some((*x, dims))
+            }
+            _ => None,
+        };
         // Inputs: every operand that is not a member, placed at the shape as its op places it.
         let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
         let mut reads: Vec<Vec<(Value, Option<Vec<usize>>)>> = Vec::new();
         for &i in members {
             let node = &self.nodes[i];
+            if folded(i).is_some() {
+                reads.push(Vec::new());
+                continue;
+            }
             // Members are read as registers (broadcast_in_dim reads its operand through a view:
             // never a register).
             let placed: Vec<(Value, Option<Vec<usize>>)> = self
                 .placements(i)?
                 .into_iter()
-                .map(|(v, dims)| {
-                    match is_member(&v) && !matches!(node.op, Op::BroadcastInDim { .. }) {
+                .map(|(v, dims)| match folded(v.index) {
+                    Some((x, bdims)) => (x, Some(bdims.clone())),
+                    None => match is_member(&v) && !matches!(node.op, Op::BroadcastInDim { .. }) {
                         true => (v, None),
                         false => (v, Some(dims)),
-                    }
+                    },
                 })
                 .collect();
             for (v, dims) in &placed {
@@ -705,6 +726,9 @@ impl Program {
         );
         let mut steps = Vec::with_capacity(members.len());
         for (&i, placed) in members.iter().zip(&reads) {
+            if folded(i).is_some() {
+                continue;
+            }
             let reg: Vec<usize> = placed
                 .iter()
                 .map(|(v, dims)| match dims {
