@@ -175,8 +175,8 @@ pub(crate) unsafe fn run2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: us
     each2::<A, F>(o, a, b);
 }
 
-/// The loop of [`run`]. The slices are arguments, so that LLVM knows the output overlaps no
-/// input (as [`super::kernel`]'s loops are): no run-time overlap checks, no scalar copy.
+/// The loop of [`run`]. The slices are arguments, which Rust marks `noalias`, so that LLVM
+/// knows the output overlaps no input: no run-time overlap checks, no scalar copy of the loop.
 #[inline(always)]
 fn each1<A: Clone, F: Elementwise<A, 1>>(o: &mut [MaybeUninit<F::Out>], a: &[A]) {
     let n = o.len().min(a.len());
