@@ -757,8 +757,8 @@ macro_rules! strict_lhs_impl {
 /// operators take every other rhs of a plain array).
 macro_rules! binary_operator {
     ($trait:ident, $method:ident, $assign_trait:ident, $assign:ident, $op:expr, $bound:ident, $elem:ident) => {
-        binary_operator!(@strict $trait, $method, $op, $bound, $elem, [] [Strict<S, D>]);
-        binary_operator!(@strict $trait, $method, $op, $bound, $elem, ['l,] [&'l Strict<S, D>]);
+        strict_lhs_impl!($trait, $method, $op, $bound, $elem, [] [Strict<S, D>]);
+        strict_lhs_impl!($trait, $method, $op, $bound, $elem, ['l,] [&'l Strict<S, D>]);
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, [] [ArrayBase<S, D>]);
         binary_operator!(@plain $trait, $method, $op, $bound, $elem, ['l,] [&'l ArrayBase<S, D>]);
         impl<A, S, D, R> $assign_trait<R> for Strict<S, D>
@@ -774,9 +774,6 @@ macro_rules! binary_operator {
             }
         }
         each_in_dims_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, ['l,] [InDims<'l, A, D>] [] []));
-    };
-    (@strict $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
-        strict_lhs_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*]);
     };
     (@plain $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
         binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*] [S,] [S: Data<Elem = A>,]

@@ -92,15 +92,10 @@ impl Blank {
         if huge(bytes) {
             advise_huge_pages(ptr.as_ptr(), bytes);
         }
-        let mut strides: super::operand::Strides = smallvec::smallvec![0; shape.len()];
-        if len > 0 {
-            let mut step = 1isize;
-            for i in (0..shape.len()).rev() {
-                let d = order.outer(i, shape.len());
-                strides[d] = step;
-                step *= shape[d] as isize;
-            }
-        }
+        let strides = match len {
+            0 => smallvec::smallvec![0; shape.len()],
+            _ => contiguous_strides(shape, order),
+        };
         Ok(Blank {
             ptr,
             bytes,
@@ -140,6 +135,22 @@ impl Blank {
         // zeros, and the shape's bytes fit `isize` (checked when it was made).
         unsafe { ndarray::ArrayD::from_shape_vec_unchecked(shape, buffer) }
     }
+}
+
+/// The strides (in elements) of a contiguous layout of `shape` with its dims in `order`.
+#[cfg(feature = "stablehlo")]
+pub(super) fn contiguous_strides(
+    shape: &[usize],
+    order: Order<&[usize]>,
+) -> super::operand::Strides {
+    let mut strides: super::operand::Strides = smallvec::smallvec![0; shape.len()];
+    let mut step = 1isize;
+    for i in (0..shape.len()).rev() {
+        let d = order.outer(i, shape.len());
+        strides[d] = step;
+        step = step.wrapping_mul(shape[d] as isize);
+    }
+    strides
 }
 
 #[cfg(feature = "stablehlo")]

@@ -84,16 +84,7 @@ fn order_like(shape: &[usize], strides: &[&[isize]]) -> Order {
 /// it out.
 #[cfg(feature = "stablehlo")]
 pub(crate) fn strides_like(shape: &[usize], strides: &[&[isize]]) -> operand::Strides {
-    let order = order_like(shape, strides);
-    let order = order.as_ref();
-    let mut out: operand::Strides = smallvec::smallvec![0; shape.len()];
-    let mut step = 1isize;
-    for i in (0..shape.len()).rev() {
-        let d = order.outer(i, shape.len());
-        out[d] = step;
-        step = step.wrapping_mul(shape[d] as isize);
-    }
-    out
+    alloc::contiguous_strides(shape, order_like(shape, strides).as_ref())
 }
 
 /// Runs `f` with every walk and row chain, however small, writing its outputs with
