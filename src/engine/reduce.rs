@@ -171,27 +171,149 @@ pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
 /// [`table_fold`] compiled for AVX-512 where the CPU has it, else the baseline's: for the float
 /// folds of row chains, whose rows are in cache, a row folds in one 16-lane register instead of
 /// four (`BENCHMARKS.md`, "Row chains", has what it pays). The same loop in the same order, so
-/// the same bits (IEEE operations, none contracted).
+/// the same bits (IEEE operations, none contracted), but for which of a row's NaNs comes out:
+/// Rust leaves that to the compiler.
 #[cfg(feature = "stablehlo")]
 pub(crate) fn table_fold_wide<A: Clone, F: TableFold<A>>() -> FoldFn {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        return fold_avx512::<A, F>;
+    }
+    table_fold::<A, F>
+}
+
+/// [`table_fold`] compiled for AVX-512.
+///
+/// # Safety
+/// As [`FoldFn`], on a CPU with AVX-512F.
+#[cfg(all(feature = "stablehlo", target_arch = "x86_64"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn fold_avx512<A: Clone, F: TableFold<A>>(
+    ctx: *const (),
+    acc: *mut u8,
+    src: *const u8,
+    blk: Block<2>,
+) {
+    // SAFETY: as the caller promised.
+    unsafe { table_fold::<A, F>(ctx, acc, src, blk) }
+}
+
+/// Floats whose bits, all but the sign flipped below zero, order as signed integers: the IEEE
+/// total order, in which `-0.0 < +0.0` (NaNs aside, every float's place).
+#[cfg(feature = "stablehlo")]
+pub(crate) trait Keyed: Copy {
+    /// The signed integer of the type's width.
+    type Key: Copy + Ord;
+    /// The bits, ordered as the floats are.
+    fn key(self) -> Self::Key;
+    /// The float of a key ([`Keyed::key`] undone: the flip is its own inverse).
+    fn unkey(k: Self::Key) -> Self;
+    /// Whether it is a NaN.
+    fn nan(self) -> bool;
+}
+
+#[cfg(feature = "stablehlo")]
+macro_rules! keyed {
+    ($($t:ty: $k:ty, $u:ty;)*) => {$(
+        impl Keyed for $t {
+            type Key = $k;
+            #[inline(always)]
+            fn key(self) -> $k {
+                let b = self.to_bits() as $k;
+                b ^ (((b >> (<$k>::BITS - 1)) as $u) >> 1) as $k
+            }
+            #[inline(always)]
+            fn unkey(k: $k) -> $t {
+                <$t>::from_bits((k ^ (((k >> (<$k>::BITS - 1)) as $u) >> 1) as $k) as $u)
+            }
+            #[inline(always)]
+            fn nan(self) -> bool {
+                self.is_nan()
+            }
+        }
+    )*};
+}
+#[cfg(feature = "stablehlo")]
+keyed! { f32: i32, u32; f64: i64, u64; }
+
+/// The maximum (`MAX`) or minimum fold `F` of floats by their keys ([`Keyed`]), compiled for
+/// AVX-512 where the CPU has it: a row's maximum is the largest key, whatever the order, and
+/// integer maxima vectorise in as many accumulators as the compiler likes, where `F`'s
+/// selects chain through one. `F` gives the same value in any order but for NaNs, whose bits
+/// depend on which comes first, so a row that holds a NaN (or folds into one) is folded again
+/// by [`table_fold`], in its order: the bits of [`table_fold_wide`]'s fold in every case. Other
+/// blocks than rows into one element take `table_fold` as they are.
+#[cfg(feature = "stablehlo")]
+pub(crate) fn table_fold_keyed<A: Keyed, F: TableFold<A>, const MAX: bool>() -> FoldFn {
+    /// # Safety
+    /// As [`FoldFn`], `other` the fold of every other block and of rows with NaNs.
+    #[inline(always)]
+    unsafe fn keyed<A: Keyed, F: TableFold<A>, const MAX: bool>(
+        ctx: *const (),
+        acc: *mut u8,
+        src: *const u8,
+        blk: Block<2>,
+        other: FoldFn,
+    ) {
+        if blk.inner != [0, 1] {
+            // SAFETY: as the caller promised.
+            return unsafe { other(ctx, acc, src, blk) };
+        }
+        for r in 0..blk.rows as isize {
+            // SAFETY: as the caller promised, row `r` is `n` elements of the source folded
+            // into one accumulator element, this thread's alone.
+            unsafe {
+                let o = acc.cast::<A>().offset(r * blk.step[0]);
+                let x = src.cast::<A>().offset(r * blk.step[1]);
+                let row = std::slice::from_raw_parts(x, blk.n);
+                let (mut k, mut nan) = ((*o).key(), (*o).nan());
+                for &v in row {
+                    k = if MAX { k.max(v.key()) } else { k.min(v.key()) };
+                    nan |= v.nan();
+                }
+                if !nan {
+                    *o = A::unkey(k);
+                    continue;
+                }
+                let one = Block {
+                    n: blk.n,
+                    inner: [0, 1],
+                    rows: 1,
+                    step: [0, 0],
+                };
+                other(ctx, o.cast(), x.cast(), one);
+            }
+        }
+    }
     /// # Safety
     /// As [`FoldFn`], on a CPU with AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn avx512<A: Clone, F: TableFold<A>>(
+    unsafe fn avx512<A: Keyed, F: TableFold<A>, const MAX: bool>(
+        ctx: *const (),
+        acc: *mut u8,
+        src: *const u8,
+        blk: Block<2>,
+    ) {
+        // SAFETY: as the caller promised, on a CPU with AVX-512F (for `fold_avx512`).
+        unsafe { keyed::<A, F, MAX>(ctx, acc, src, blk, fold_avx512::<A, F>) }
+    }
+    /// # Safety
+    /// As [`FoldFn`].
+    unsafe fn baseline<A: Keyed, F: TableFold<A>, const MAX: bool>(
         ctx: *const (),
         acc: *mut u8,
         src: *const u8,
         blk: Block<2>,
     ) {
         // SAFETY: as the caller promised.
-        unsafe { table_fold::<A, F>(ctx, acc, src, blk) }
+        unsafe { keyed::<A, F, MAX>(ctx, acc, src, blk, table_fold::<A, F>) }
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        return avx512::<A, F>;
+        return avx512::<A, F, MAX>;
     }
-    table_fold::<A, F>
+    baseline::<A, F, MAX>
 }
 
 /// The loop of the table fold `F` over `A`s element by element ([`kernel::fold_plain`]): for

@@ -418,8 +418,20 @@ pub(crate) trait Kernels: Sized {
 
 /// A fold and its identity for `$t`: the loop `$kernel` over `$u`s (the type itself, or one
 /// with the same bits for this fold) of the op `$op`, whose [`TableFold`] gives the identity;
-/// `wide`: [`reduce::table_fold_wide`].
+/// `wide`: [`reduce::table_fold_wide`]; `keyed_max`, `keyed_min`: [`reduce::table_fold_keyed`].
 macro_rules! fold {
+    (keyed_max, $u:ty, $t:ty, $op:ident) => {
+        (
+            reduce::table_fold_keyed::<$u, elem::$op, true>(),
+            <elem::$op as TableFold<$t>>::identity(),
+        )
+    };
+    (keyed_min, $u:ty, $t:ty, $op:ident) => {
+        (
+            reduce::table_fold_keyed::<$u, elem::$op, false>(),
+            <elem::$op as TableFold<$t>>::identity(),
+        )
+    };
     (wide, $u:ty, $t:ty, $op:ident) => {
         (
             reduce::table_fold_wide::<$u, elem::$op>(),
@@ -504,7 +516,7 @@ ints! {
 /// the `$wide` ops too (`f64`'s `sin`, `cos`, `tan` call the platform's functions, which no
 /// vector copy speeds up).
 macro_rules! floats {
-    ($($t:ty: [$($wide:ident),*];)*) => {$(
+    ($($t:ty: [$($wide:ident),*], $max:ident, $min:ident;)*) => {$(
         impl Kernels for $t {
             fn unary(op: Unary) -> Option<Run<2>> {
                 match op {
@@ -542,11 +554,12 @@ macro_rules! floats {
                 match r {
                     Reduction::Sum => Some(fold!(wide, $t, $t, Add)),
                     Reduction::Prod => Some(fold!(table_fold_plain, $t, $t, Mul)),
-                    // Max and min in lanes, as sums: their values do not depend on the order
-                    // (NaN wins, +0.0 over -0.0), and a row folds 16 at a time. The three in
-                    // AVX-512 copies where the CPU has them (rows of row chains are in cache).
-                    Reduction::Max => Some(fold!(wide, $t, $t, Max)),
-                    Reduction::Min => Some(fold!(wide, $t, $t, Min)),
+                    // Max and min: their values do not depend on the order (NaN wins, +0.0
+                    // over -0.0). `f32`'s and `f64`'s by the floats' order as integers
+                    // (`keyed_*`), the halves' in lanes as sums; all in AVX-512 copies where
+                    // the CPU has them (rows of row chains are in cache).
+                    Reduction::Max => Some(fold!($max, $t, $t, Max)),
+                    Reduction::Min => Some(fold!($min, $t, $t, Min)),
                     Reduction::And | Reduction::Or => None,
                 }
             }
@@ -554,13 +567,13 @@ macro_rules! floats {
     )*};
 }
 floats! {
-    f32: [Sin, Cos, Tan];
-    f64: [];
+    f32: [Sin, Cos, Tan], keyed_max, keyed_min;
+    f64: [], keyed_max, keyed_min;
 }
 #[cfg(feature = "half")]
 floats! {
-    half::f16: [Sin, Cos, Tan];
-    half::bf16: [Sin, Cos, Tan];
+    half::f16: [Sin, Cos, Tan], wide, wide;
+    half::bf16: [Sin, Cos, Tan], wide, wide;
 }
 
 /// `bool` as the bytes 0 and 1: `add` is `or`, `mul` is `and`, `max` and `min` are `u8`'s, and
@@ -1145,22 +1158,25 @@ mod tests {
         check!(Exp, Expm1, Log, Log1p, Logistic, Tanh, Rsqrt, Sin, Cos, Tan);
     }
 
-    /// The AVX-512 copies of the float folds (`Kernels::fold`) give the baseline loop's bits,
-    /// rows of sums, maxima and minima with NaNs, both zeros and infinities among them.
+    /// The float folds (`Kernels::fold`: AVX-512 copies, maxima and minima by keys) give the
+    /// baseline loop's bits (a NaN where it gives a NaN): rows of sums, maxima and minima of several lengths (a vector's
+    /// worth and less, tails) with NaNs of several payloads and signs (one or more per row, first
+    /// or last), both zeros and infinities among them, and accumulators that already hold a
+    /// value or a NaN.
     #[test]
     fn wide_folds_give_the_baselines_bits() {
         use crate::engine::reduce::{table_fold, FoldFn};
         use crate::engine::Block;
         use crate::stablehlo::Reduction;
-        fn rows(fold: FoldFn, identity: f32, x: &[f32], n: usize) -> Vec<u32> {
-            let mut acc = vec![identity; x.len() / n];
+        /// Each row of `n` of `x` folded into its accumulator (starting at `acc`), as bits.
+        fn rows<T: Copy>(fold: FoldFn, mut acc: Vec<T>, x: &[T], n: usize) -> Vec<T> {
             let blk = Block {
                 n,
                 inner: [0, 1],
                 rows: acc.len(),
                 step: [1, n as isize],
             };
-            // SAFETY: one accumulator per row of `n` elements of `x`, each `f32`.
+            // SAFETY: one accumulator per row of `n` elements of `x`, each a `T` of the fold.
             unsafe {
                 fold(
                     std::ptr::null(),
@@ -1169,26 +1185,62 @@ mod tests {
                     blk,
                 )
             };
-            acc.iter().map(|v| v.to_bits()).collect()
+            acc
         }
-        let n = 1000;
-        let mut x: Vec<f32> = (0..8 * n)
-            .map(|i| ((i * 7919) % 2003) as f32 * 0.37 - 300.0)
-            .collect();
-        x[5] = f32::NAN;
-        x[n + 17] = -0.0;
-        x[2 * n + 3] = f32::INFINITY;
-        x[3 * n + 999] = f32::NEG_INFINITY;
-        x[4 * n..5 * n].iter_mut().for_each(|v| *v = -0.0);
-        x[5 * n + 500] = 0.0;
-        for (r, base) in [
-            (Reduction::Sum, table_fold::<f32, elem::Add> as FoldFn),
-            (Reduction::Max, table_fold::<f32, elem::Max>),
-            (Reduction::Min, table_fold::<f32, elem::Min>),
-        ] {
-            let (wide, identity) = <f32 as super::Kernels>::fold(r).expect("floats fold");
-            let (got, want) = (rows(wide, identity, &x, n), rows(base, identity, &x, n));
-            assert_eq!(got, want, "{r:?}");
+        macro_rules! check {
+            ($t:ty) => {
+                let quiet = <$t>::NAN;
+                let payload = <$t>::from_bits(quiet.to_bits() | 5);
+                let negative = -<$t>::from_bits(quiet.to_bits() | 3);
+                for n in [1, 7, 16, 64, 100, 1000] {
+                    let mut x: Vec<$t> = (0..10 * n)
+                        .map(|i| ((i * 7919) % 2003) as $t * 0.37 - 300.0)
+                        .collect();
+                    x[0] = quiet;
+                    x[n + n / 2] = -0.0;
+                    x[2 * n + n / 3] = <$t>::INFINITY;
+                    x[3 * n + n - 1] = <$t>::NEG_INFINITY;
+                    x[4 * n..5 * n].iter_mut().for_each(|v| *v = -0.0);
+                    x[5 * n + n / 2] = 0.0;
+                    x[6 * n + n - 1] = payload;
+                    x[7 * n] = negative;
+                    x[7 * n + n - 1] = payload;
+                    x[8 * n..9 * n].iter_mut().for_each(|v| *v = 0.0);
+                    for r in [Reduction::Sum, Reduction::Max, Reduction::Min] {
+                        let (wide, identity) = <$t as super::Kernels>::fold(r).expect("folds");
+                        let base = match r {
+                            Reduction::Sum => table_fold::<$t, elem::Add> as FoldFn,
+                            Reduction::Max => table_fold::<$t, elem::Max>,
+                            _ => table_fold::<$t, elem::Min>,
+                        };
+                        // From the identity, and from values and NaNs already folded.
+                        let mut held = vec![identity; 10];
+                        held[1] = -0.0;
+                        held[2] = 1e30;
+                        held[3] = negative;
+                        held[9] = -1e30;
+                        for acc in [vec![identity; 10], held] {
+                            let got = rows(wide, acc.clone(), &x, n);
+                            let want = rows(base, acc, &x, n);
+                            // Which of two NaNs a float op returns is the compiler's choice
+                            // (Rust leaves NaN payloads open), so a NaN is matched as a NaN.
+                            let bits = |v: Vec<$t>| {
+                                v.iter()
+                                    .map(|v| if v.is_nan() { None } else { Some(v.to_bits()) })
+                                    .collect::<Vec<_>>()
+                            };
+                            assert_eq!(
+                                bits(got),
+                                bits(want),
+                                "{r:?} {} rows of {n}",
+                                stringify!($t)
+                            );
+                        }
+                    }
+                }
+            };
         }
+        check!(f32);
+        check!(f64);
     }
 }
