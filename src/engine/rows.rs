@@ -256,7 +256,6 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             let splat: [*mut u8; 3] =
                 std::array::from_fn(|j| unsafe { base.add((total - (3 - j) * splat_lines) * 64) });
             let mut offs = vec![0isize; rows * n_ops];
-            let mut ptrs = vec![std::ptr::null_mut::<u8>(); rows * regs];
             // The inputs every row reads alike, gathered once for the range: a tile of rows,
             // so that the tile's kernels read them as they read the others.
             for k in (0..n_ops).filter(|&k| loc[k] == Loc::Once) {
@@ -280,11 +279,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
                 };
                 let width = pitch.min(n - c0);
                 // SAFETY: as the caller promised of the chain; the buffers are this thread's.
-                unsafe {
-                    tile(
-                        &walk, first, count, c0, width, &buf, splat, &mut offs, &mut ptrs,
-                    )
-                };
+                unsafe { tile(&walk, first, count, c0, width, &buf, splat, &mut offs) };
                 at += if chunks == 1 { count } else { 1 };
             }
             #[cfg(target_arch = "x86_64")]
@@ -324,7 +319,7 @@ fn row_offset(outer: &[usize], strides: &[isize], mut row: usize) -> isize {
 /// # Safety
 /// As [`run`]; `buf` and `splat` are this thread's, each register's room for `count` rows of
 /// its kind at the walk's pitch and each splat for as many of the widest elements; `offs` has
-/// room for `count` rows of every operand, `ptrs` of every register.
+/// room for `count` rows of every operand.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile(
     walk: &Walk<'_>,
@@ -335,7 +330,6 @@ unsafe fn tile(
     buf: &[*mut u8],
     splat: [*mut u8; 3],
     offs: &mut [isize],
-    ptrs: &mut [*mut u8],
 ) {
     let Walk {
         chain,
@@ -412,16 +406,10 @@ unsafe fn tile(
             (Loc::Once, true) => unreachable!("a per-row register is not an input read once"),
         }
     };
-    // Each row's pointer to each register, and whether a register's rows are contiguous.
+    // Whether each register's rows are contiguous (a tile of one row is, in every register).
     let regs = chain.sizes.len();
-    for row in 0..count {
-        for r in 0..regs {
-            ptrs[row * regs + r] = row_ptr(r, row);
-        }
-    }
-    // (A tile of one row is contiguous in every register.)
     let dense: SmallVec<[bool; 16]> = (0..regs).map(|r| count == 1 || dense(r)).collect();
-    let at = |r: usize, row: usize| ptrs[row * regs + r];
+    let at = row_ptr;
     // The inputs that are not read in place, gathered: a full one's rows along its stride, a
     // per-row one's element of each row.
     for &k in gathered {
