@@ -201,6 +201,67 @@ struct Building {
     open: bool,
 }
 
+/// Intermediates (registers from `first_temp` on) share buffers once their last reader has run
+/// (numexpr's temporaries), so a chain's working set stays a few tiles, in L1/L2: each step's
+/// output takes the first free buffer of its kind (full or per row), grown to the largest
+/// element it holds. A step never writes a buffer it reads.
+fn share_temps(
+    steps: &mut [RowStep],
+    sizes: &mut Vec<usize>,
+    per_row: &mut Vec<bool>,
+    first_temp: usize,
+) {
+    let reads = |st: &RowStep, r: usize| match *st {
+        RowStep::Map { kernel, args, .. } => args[..kernel.inputs()].contains(&r),
+        RowStep::Fold { src, .. } => src == r,
+    };
+    let out = |st: &RowStep| match *st {
+        RowStep::Map { out, .. } | RowStep::Fold { out, .. } => out,
+    };
+    let mut slot_of: Vec<usize> = (0..sizes.len()).collect();
+    // Each buffer: its element size, kind, and the step that reads it last.
+    let mut slots: Vec<(usize, bool, Option<usize>)> = Vec::new();
+    for k in 0..steps.len() {
+        let r = out(&steps[k]);
+        if r < first_temp {
+            continue;
+        }
+        let last = steps.iter().rposition(|st| reads(st, r));
+        let free = slots
+            .iter()
+            .position(|&(_, kind, end)| kind == per_row[r] && end.is_some_and(|e| e < k));
+        let slot = match free {
+            Some(f) => {
+                slots[f] = (slots[f].0.max(sizes[r]), per_row[r], last);
+                f
+            }
+            None => {
+                slots.push((sizes[r], per_row[r], last));
+                slots.len() - 1
+            }
+        };
+        slot_of[r] = first_temp + slot;
+    }
+    for st in steps.iter_mut() {
+        match st {
+            RowStep::Map { out, args, .. } => {
+                *out = slot_of[*out];
+                for a in args {
+                    *a = slot_of[*a];
+                }
+            }
+            RowStep::Fold { out, src, .. } => {
+                *out = slot_of[*out];
+                *src = slot_of[*src];
+            }
+        }
+    }
+    sizes.truncate(first_temp);
+    sizes.extend(slots.iter().map(|&(size, _, _)| size));
+    per_row.truncate(first_temp);
+    per_row.extend(slots.iter().map(|&(_, kind, _)| kind));
+}
+
 /// Whether the node is elementwise at its shape (a member of a chain).
 fn fusible(op: &Op) -> bool {
     matches!(
@@ -640,6 +701,7 @@ impl Program {
                 }
             });
         }
+        share_temps(&mut steps, &mut sizes, &mut per_row, base + outputs.len());
         Ok(Rows {
             shape: b.shape.clone(),
             members: b.members.clone(),
@@ -746,44 +808,6 @@ impl Program {
                 args,
             });
         }
-        // Intermediates share buffers once their last reader has run (numexpr's temporaries),
-        // so a chain's working set stays a few chunks, in L1.
-        let first_temp = base + outputs.len();
-        let mut slot_of: Vec<usize> = (0..sizes.len()).collect();
-        let mut slots: Vec<(usize, Option<usize>)> = Vec::new(); // (size, step reading it last)
-        let last_read = |r: usize| {
-            steps
-                .iter()
-                .rposition(|st: &Step| st.args[..st.kernel.inputs()].contains(&r))
-        };
-        for (k, st) in steps.iter().enumerate() {
-            if st.out < first_temp {
-                continue;
-            }
-            let free = slots
-                .iter()
-                .position(|&(_, last)| last.is_some_and(|l| l < k));
-            let last = last_read(st.out);
-            let slot = match free {
-                Some(f) => {
-                    slots[f] = (slots[f].0.max(sizes[st.out]), last);
-                    f
-                }
-                None => {
-                    slots.push((sizes[st.out], last));
-                    slots.len() - 1
-                }
-            };
-            slot_of[st.out] = first_temp + slot;
-        }
-        for st in &mut steps {
-            st.out = slot_of[st.out];
-            for a in &mut st.args {
-                *a = slot_of[*a];
-            }
-        }
-        sizes.truncate(first_temp);
-        sizes.extend(slots.iter().map(|&(size, _)| size));
         debug_assert!(base + outputs.len() <= MAX_OPERANDS);
         let reads = members
             .iter()
@@ -797,10 +821,12 @@ impl Program {
                 per_row: false,
             })
             .collect();
-        let steps = steps
+        let mut steps: Vec<RowStep> = steps
             .into_iter()
             .map(|Step { kernel, out, args }| RowStep::Map { kernel, out, args })
             .collect();
+        let mut per_row = vec![false; sizes.len()];
+        share_temps(&mut steps, &mut sizes, &mut per_row, base + outputs.len());
         Ok(Rows {
             shape: shape.to_vec(),
             members: members.to_vec(),
@@ -809,7 +835,7 @@ impl Program {
             direct: vec![None; outputs.len()],
             last_use: vec![true; outputs.len()],
             outputs,
-            per_row: vec![false; sizes.len()],
+            per_row,
             sizes,
             steps,
             identities: Vec::new(),
