@@ -16,8 +16,10 @@
 //! An input whose rows are contiguous is read in place, other inputs are gathered into the
 //! tile's buffer (one that is the same for every row once per range); an output is written in
 //! place, or from the buffer: along its stride, or, for a large chain, with non-temporal
-//! stores ([`stream`]). The tiles are split over threads ([`parallel::split`]); each thread's
-//! buffers are its staging buffer ([`stage::with_staging`]), kept from call to call.
+//! stores ([`stream`]). In a large chain with folds, each tile asks for the next tile's input
+//! rows a part before each of its steps, so that memory streams while the steps compute. The
+//! tiles are split over threads ([`parallel::split`]); each thread's buffers are its staging
+//! buffer ([`stage::with_staging`]), kept from call to call.
 
 use super::kernel::{Block, Line};
 use super::operand::{self, Operand, Strides};
@@ -37,6 +39,10 @@ pub(crate) const MAX_OPERANDS: usize = 16;
 /// Bytes of the widest register's tile in a chain with folds: rows are taken together until a
 /// register holds this much (one row at least), so a tile's registers stay in L1/L2.
 const TILE_BYTES: usize = 16 << 10;
+
+/// The traffic from which a chain with folds fetches each next tile ahead: one larger than the
+/// caches of a core (its inputs come from memory).
+const PREFETCH_MIN_BYTES: usize = 4 << 20;
 
 /// Bytes of the widest register's chunk in a chain without: 1,024 `f32`s, in L1.
 const CHUNK_BYTES: usize = 4 << 10;
@@ -112,6 +118,9 @@ struct Walk<'a> {
     /// The inputs gathered into the buffer at each tile, and the outputs copied out of it.
     gathered: &'a [usize],
     copied: &'a [usize],
+    /// Whether each tile fetches the next tile's rows of its inputs read in place, a part
+    /// before each step, while the step computes.
+    prefetch: bool,
 }
 
 /// Runs `chain` over `shape`.
@@ -234,6 +243,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         stream_out: &stream_out,
         gathered: &gathered,
         copied: &copied,
+        prefetch: by_rows && (streamed || traffic >= PREFETCH_MIN_BYTES),
     };
     if stage::with_staging(total, |_| ()).is_none() {
         return Err(BroadcastError::Allocation {
@@ -341,6 +351,7 @@ unsafe fn tile(
         stream_out,
         gathered,
         copied,
+        prefetch,
     } = *walk;
     let n_ops = chain.operands.len();
     let rank = outer.len() + 1;
@@ -429,7 +440,24 @@ unsafe fn tile(
             }
         }
     }
-    for st in chain.steps {
+    // The next tile's rows of the inputs read in place whose rows follow one another: fetched
+    // a part before each step, so that memory streams while the steps compute.
+    let mut ahead: SmallVec<[(*const u8, usize); 4]> = SmallVec::new();
+    if prefetch {
+        for k in (0..n_ops).filter(|&k| !chain.written[k] && loc[k] == Loc::InPlace && dense[k]) {
+            let bytes = count * n * chain.sizes[k];
+            // (Past the array for the last tile: a prefetch never faults.)
+            ahead.push((at(k, 0).cast_const().wrapping_add(bytes), bytes));
+        }
+    }
+    let parts = chain.steps.len().max(1);
+    for (j, st) in chain.steps.iter().enumerate() {
+        for &(from, bytes) in &ahead {
+            let lines = bytes.div_ceil(64);
+            for line in lines * j / parts..lines * (j + 1) / parts {
+                prefetch_line(from.wrapping_add(line * 64));
+            }
+        }
         match *st {
             RowStep::Fold {
                 run,
@@ -532,6 +560,18 @@ unsafe fn tile(
             }
         }
     }
+}
+
+/// Asks for the cache line at `p` (any address: a prefetch never faults).
+#[inline(always)]
+fn prefetch_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing and faults on no address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// One kernel call over `len` elements: `ptrs[0]` the output, then the inputs.

@@ -1336,8 +1336,9 @@ mod tests {
         p
     }
 
-    /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer)
-    /// gives `Program::run`'s results, allocating and into the caller's arrays.
+    /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer), and
+    /// whose tiles fetch the next tile's rows ahead, gives `Program::run`'s results, allocating
+    /// and into the caller's arrays.
     #[test]
     fn streamed_row_chains_match_run() {
         for shape in [&[6usize, 40][..], &[5, 3, 33], &[9, 1]] {
