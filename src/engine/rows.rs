@@ -252,6 +252,8 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             bytes: total.checked_mul(64),
         });
     }
+    // One dim, no operand gathered or copied out: chunks in a line, no tile bookkeeping.
+    let in_line = !by_rows && outer.is_empty() && gathered.is_empty() && copied.is_empty();
     let units = m * chunks;
     let align = if chunks == 1 { rows } else { 1 };
     parallel::split(units, parallel::pieces(traffic), align, &|range| {
@@ -281,16 +283,23 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
                     };
                 }
             }
-            let mut at = range.start;
-            while at < range.end {
-                let (first, count, c0) = match chunks {
-                    1 => (at, rows.min(range.end - at), 0),
-                    _ => (at / chunks, 1, at % chunks * pitch),
-                };
-                let width = pitch.min(n - c0);
-                // SAFETY: as the caller promised of the chain; the buffers are this thread's.
-                unsafe { tile(&walk, first, count, c0, width, &buf, splat, &mut offs) };
-                at += if chunks == 1 { count } else { 1 };
+            if in_line {
+                // SAFETY: as the caller promised of the chain; the buffers are this thread's,
+                // the inputs read once filled.
+                unsafe { chunks_in_line(chain, &loc, &strides, &buf, pitch, n, range) };
+            } else {
+                let mut at = range.start;
+                while at < range.end {
+                    let (first, count, c0) = match chunks {
+                        1 => (at, rows.min(range.end - at), 0),
+                        _ => (at / chunks, 1, at % chunks * pitch),
+                    };
+                    let width = pitch.min(n - c0);
+                    // SAFETY: as the caller promised of the chain; the buffers are this
+                    // thread's.
+                    unsafe { tile(&walk, first, count, c0, width, &buf, splat, &mut offs) };
+                    at += if chunks == 1 { count } else { 1 };
+                }
             }
             #[cfg(target_arch = "x86_64")]
             if streamed {
@@ -306,6 +315,62 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         }
     });
     Ok(())
+}
+
+/// The chain over chunks `range` of its one dim (`pitch` elements each, the last `n`'s rest)
+/// when no operand is gathered or copied out: from one chunk to the next each step's operands
+/// move by a chunk along their strides (a buffer's not at all), so a chunk costs a kernel call
+/// per step and none of a tile's bookkeeping.
+///
+/// # Safety
+/// As [`run`], for a chain of one dim without folds; `buf` is this thread's buffers, each
+/// register's room for a chunk, the inputs read once filled.
+unsafe fn chunks_in_line(
+    chain: &RowChain<'_>,
+    loc: &[Loc],
+    strides: &[Strides],
+    buf: &[*mut u8],
+    pitch: usize,
+    n: usize,
+    range: std::ops::Range<usize>,
+) {
+    let c0 = (range.start * pitch) as isize;
+    // Each step's kernel, its operands' elements in the first chunk (output first) and their
+    // moves to the next chunk, in bytes.
+    let mut steps: SmallVec<[(Kernel, [*mut u8; 4], [isize; 4]); 16]> = SmallVec::new();
+    for st in chain.steps {
+        let RowStep::Map { kernel, out, args } = *st else {
+            unreachable!("a chain with folds runs by rows")
+        };
+        let (mut at, mut step) = ([std::ptr::null_mut(); 4], [0; 4]);
+        for (j, &r) in [out, args[0], args[1], args[2]].iter().enumerate() {
+            (at[j], step[j]) = match loc[r] {
+                Loc::InPlace => {
+                    let (o, s) = (&chain.operands[r], strides[r][0]);
+                    // SAFETY: element `c0` of the operand's one dim (the range's first chunk
+                    // starts inside it), as the caller promised.
+                    (
+                        unsafe { o.at(c0 * s) },
+                        pitch as isize * s * o.size as isize,
+                    )
+                }
+                Loc::Buf | Loc::Once => (buf[r], 0),
+            };
+        }
+        steps.push((kernel, at, step));
+    }
+    for chunk in range {
+        let width = pitch.min(n - chunk * pitch);
+        for (kernel, at, step) in &mut steps {
+            // SAFETY: `width` elements of each register from there, of the kernel's types: an
+            // operand's chunk, or a buffer's room for one.
+            unsafe { call(*kernel, *at, width) };
+            // The next chunk's (past the last one after it: never read).
+            for (p, d) in at.iter_mut().zip(*step) {
+                *p = p.wrapping_offset(d);
+            }
+        }
+    }
 }
 
 /// The element offset of row `row` (a flat index over `outer`) in an operand whose strides
