@@ -317,6 +317,10 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     Ok(())
 }
 
+/// A kernel, its operands' elements (output first) and their moves from one call to the next,
+/// in bytes.
+type Call = (Kernel, [*mut u8; 4], [isize; 4]);
+
 /// The chain over chunks `range` of its one dim (`pitch` elements each, the last `n`'s rest)
 /// when no operand is gathered or copied out: from one chunk to the next each step's operands
 /// move by a chunk along their strides (a buffer's not at all), so a chunk costs a kernel call
@@ -337,7 +341,7 @@ unsafe fn chunks_in_line(
     let c0 = (range.start * pitch) as isize;
     // Each step's kernel, its operands' elements in the first chunk (output first) and their
     // moves to the next chunk, in bytes.
-    let mut steps: SmallVec<[(Kernel, [*mut u8; 4], [isize; 4]); 16]> = SmallVec::new();
+    let mut steps: SmallVec<[Call; 16]> = SmallVec::new();
     for st in chain.steps {
         let RowStep::Map { kernel, out, args } = *st else {
             unreachable!("a chain with folds runs by rows")
