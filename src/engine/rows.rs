@@ -11,7 +11,9 @@
 //! elements, which is how [`super::reduce::reduce_table`] folds a row that is contiguous in
 //! memory, so its results are a reduction's run alone, bit for bit. A chain without them
 //! takes the planner's dims ([`Plan`]: size-1 dims dropped, ordered by the written operands'
-//! strides, contiguous dims merged) and runs in chunks of its inner dim.
+//! strides, contiguous dims merged) and runs in chunks of its inner dim; over one dim, with no
+//! operand gathered or copied out, chunk after chunk with each step's pointers moved along
+//! ([`chunks_in_line`]).
 //!
 //! An input whose rows are contiguous is read in place, other inputs are gathered into the
 //! tile's buffer (one that is the same for every row once per range); an output is written in
