@@ -475,7 +475,8 @@ unsafe fn tile(
         Loc::Once => true,
         Loc::InPlace => (0..count).all(|row| offs[row * n_ops + r] == offs[r] + (row * n) as isize),
     };
-    let row_ptr = |r: usize, row: usize| -> *mut u8 {
+    // Register `r`'s first element in the tile's row `row`.
+    let at = |r: usize, row: usize| -> *mut u8 {
         match (loc[r], chain.per_row[r]) {
             // SAFETY: the offset of an element of the operand, as the caller promised.
             (Loc::InPlace, _) => unsafe { chain.operands[r].at(offs[row * n_ops + r]) },
@@ -491,7 +492,6 @@ unsafe fn tile(
     // Whether each register's rows are contiguous (a tile of one row is, in every register).
     let regs = chain.sizes.len();
     let dense: SmallVec<[bool; 16]> = (0..regs).map(|r| count == 1 || dense(r)).collect();
-    let at = row_ptr;
     // The inputs that are not read in place, gathered: a full one's rows along its stride, a
     // per-row one's element of each row.
     for &k in gathered {

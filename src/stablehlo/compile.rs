@@ -167,14 +167,6 @@ struct RowInput {
     per_row: bool,
 }
 
-/// A kernel step while a chain's registers are assigned.
-#[derive(Clone, Copy)]
-struct Step {
-    kernel: Kernel,
-    out: usize,
-    args: [usize; 3],
-}
-
 /// Operands, each with the dims that place it at its reader's shape.
 type Placements = Vec<(Value, Vec<usize>)>;
 
@@ -802,7 +794,7 @@ impl Program {
                 })
                 .collect();
             let (kernel, args) = self.kernel_of(i, &reg)?;
-            steps.push(Step {
+            steps.push(RowStep::Map {
                 kernel,
                 out: register_of(i),
                 args,
@@ -820,10 +812,6 @@ impl Program {
                 dims,
                 per_row: false,
             })
-            .collect();
-        let mut steps: Vec<RowStep> = steps
-            .into_iter()
-            .map(|Step { kernel, out, args }| RowStep::Map { kernel, out, args })
             .collect();
         let mut per_row = vec![false; sizes.len()];
         share_temps(&mut steps, &mut sizes, &mut per_row, base + outputs.len());
