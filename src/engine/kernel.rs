@@ -399,38 +399,31 @@ fn size_at<T>(_: *const T) -> usize {
 /// stride, each run goes as two pieces, split at the output's first [`STORE_ALIGN`] boundary.
 /// The stride pattern and the choice to split are made once per block, not per run.
 macro_rules! per_run {
-    ($blk:expr, [$o:ident $(, $p:ident)*], $n:ident, $body:block) => {
-        if $blk.inner[0] == 1 && $blk.n * size_at($o) >= SPLIT_MIN_BYTES {
-            for r in 0..$blk.rows as isize {
-                let $o = $o.offset(r * $blk.step[0]);
+    ($blk:expr, [$o:ident $(, $p:ident)*], $n:ident, $body:block) => {{
+        let split = $blk.inner[0] == 1 && $blk.n * size_at($o) >= SPLIT_MIN_BYTES;
+        for r in 0..$blk.rows as isize {
+            let $o = $o.offset(r * $blk.step[0]);
+            let mut _k = 0;
+            $( _k += 1; let $p = $p.offset(r * $blk.step[_k]); )*
+            // `head < n`, so the second piece starts at an element of the run (an alignment
+            // that cannot be reached, `usize::MAX`, means no split).
+            let head = match split.then(|| $o.align_offset(STORE_ALIGN)) {
+                Some(h) if h < $blk.n => h,
+                _ => 0,
+            };
+            // One copy of the body, run for the head (if any) and then the rest: each stride
+            // pattern compiles one loop, not one per piece.
+            let mut at = 0;
+            while at < $blk.n {
+                let $n = if at < head { head } else { $blk.n } - at;
+                let $o = $o.offset(at as isize);
                 let mut _k = 0;
-                $( _k += 1; let $p = $p.offset(r * $blk.step[_k]); )*
-                // `head < n`, so every moved pointer below addresses an element of its run (an
-                // alignment that cannot be reached, `usize::MAX`, means no split).
-                let head = match $o.align_offset(STORE_ALIGN) {
-                    h if h < $blk.n => h,
-                    _ => 0,
-                };
-                if head > 0 {
-                    let $n = head;
-                    $body
-                }
-                let $n = $blk.n - head;
-                let $o = $o.offset(head as isize);
-                let mut _k = 0;
-                $( _k += 1; let $p = $p.offset(head as isize * $blk.inner[_k]); )*
+                $( _k += 1; let $p = $p.offset(at as isize * $blk.inner[_k]); )*
                 $body
-            }
-        } else {
-            let $n = $blk.n;
-            for r in 0..$blk.rows as isize {
-                let $o = $o.offset(r * $blk.step[0]);
-                let mut _k = 0;
-                $( _k += 1; let $p = $p.offset(r * $blk.step[_k]); )*
-                $body
+                at += $n;
             }
         }
-    };
+    }};
 }
 
 /// `o[i] = f(a[i])` over a block.

@@ -205,11 +205,13 @@ where
 /// The walk into `out` ([`walk`]), or one kernel call when it is one run: small (serial, plain
 /// stores, [`is_one_run`]) with `out` dense in C or F order and each input dense in the same
 /// order or read at one element. Most small ops of numeric code are such a run, and skip the
-/// plan; it pays at 64x64 too (BENCHMARKS.md, "Build cost").
+/// plan; it pays at 64x64 too (BENCHMARKS.md, "Build cost"). Never inlined: its callers know
+/// the kernel's type, and inlined there the short run's direct call would compile the kernel's
+/// loops once more per op in every dependent; here the kernel is a trait object.
 ///
 /// # Safety
 /// As [`walk`].
-#[inline(always)]
+#[inline(never)]
 unsafe fn run<const N: usize>(
     out: Operand<'_>,
     kernel: &dyn BlockKernel<N>,
