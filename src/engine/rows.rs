@@ -111,6 +111,12 @@ struct Walk<'a> {
     /// the outer dims).
     outer: &'a [usize],
     strides: &'a [Strides],
+    /// Operand `k`'s move from a row to the next when the outer index carries into dim `d`
+    /// (the dims after it back to 0): `steps[d * operands + k]`.
+    steps: &'a [isize],
+    /// How many rows of each operand, from a multiple of that many, follow one another in
+    /// memory (`n` elements apart).
+    spans: &'a [usize],
     /// The rows' length, and a full buffer row's (whole rows, or a chunk of one).
     n: usize,
     pitch: usize,
@@ -235,10 +241,29 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             .collect::<Vec<_>>()
     };
     let (gathered, copied) = (buffered(false), buffered(true));
+    let mut steps = vec![0isize; outer.len() * n_ops];
+    let mut spans = vec![1usize; n_ops];
+    for k in 0..n_ops {
+        for d in 0..outer.len() {
+            let wrapped: isize = (d + 1..outer.len())
+                .map(|e| (outer[e] as isize - 1) * strides[k][e])
+                .sum();
+            steps[d * n_ops + k] = strides[k][d] - wrapped;
+        }
+        // (A dim of one row never moves.)
+        for d in (0..outer.len()).rev() {
+            if outer[d] > 1 && strides[k][d] != (spans[k] * n) as isize {
+                break;
+            }
+            spans[k] *= outer[d];
+        }
+    }
     let walk = Walk {
         chain,
         outer,
         strides: &strides,
+        steps: &steps,
+        spans: &spans,
         n,
         pitch,
         loc: &loc,
@@ -416,6 +441,8 @@ unsafe fn tile(
         chain,
         outer,
         strides,
+        steps,
+        spans,
         n,
         pitch,
         loc,
@@ -426,8 +453,8 @@ unsafe fn tile(
     } = *walk;
     let n_ops = chain.operands.len();
     let rank = outer.len() + 1;
-    // The first row's offsets, then each next row's by a step of the outer index (no
-    // division per row; none at all over one outer dim).
+    // The first row's offsets, then each next row's by the step of the dim its outer index
+    // carries into (no division per row).
     for k in 0..n_ops {
         let at = row_offset(outer, &strides[k][..rank - 1], first);
         offs[k] = match chain.per_row[k] {
@@ -435,13 +462,7 @@ unsafe fn tile(
             false => at + c0 as isize * strides[k][rank - 1],
         };
     }
-    if let [_] = outer {
-        for row in 1..count {
-            for k in 0..n_ops {
-                offs[row * n_ops + k] = offs[k] + row as isize * strides[k][0];
-            }
-        }
-    } else if count > 1 {
+    if count > 1 {
         let mut index: Strides = smallvec::smallvec![0; outer.len()];
         let mut rest = first;
         for d in (0..outer.len()).rev() {
@@ -449,22 +470,17 @@ unsafe fn tile(
             rest /= outer[d];
         }
         for row in 1..count {
-            offs.copy_within((row - 1) * n_ops..row * n_ops, row * n_ops);
-            let now = &mut offs[row * n_ops..(row + 1) * n_ops];
             let mut d = outer.len() - 1;
             loop {
                 index[d] += 1;
-                for (k, off) in now.iter_mut().enumerate() {
-                    *off += strides[k][d];
-                }
                 if index[d] < outer[d] as isize || d == 0 {
                     break;
                 }
-                for (k, off) in now.iter_mut().enumerate() {
-                    *off -= outer[d] as isize * strides[k][d];
-                }
                 index[d] = 0;
                 d -= 1;
+            }
+            for k in 0..n_ops {
+                offs[row * n_ops + k] = offs[(row - 1) * n_ops + k] + steps[d * n_ops + k];
             }
         }
     }
@@ -473,7 +489,7 @@ unsafe fn tile(
     let dense = |r: usize| match loc[r] {
         Loc::Buf => true,
         Loc::Once => true,
-        Loc::InPlace => (0..count).all(|row| offs[row * n_ops + r] == offs[r] + (row * n) as isize),
+        Loc::InPlace => first / spans[r] == (first + count - 1) / spans[r],
     };
     // Register `r`'s first element in the tile's row `row`.
     let at = |r: usize, row: usize| -> *mut u8 {
