@@ -112,6 +112,13 @@ impl Blank {
         super::operand::Operand::written(self.ptr.as_ptr(), self.size, &self.shape, &self.strides)
     }
 
+    /// The shape and strides of the written array, for ndarray (compiled once, not per `T`).
+    fn layout(&mut self) -> ndarray::StrideShape<ndarray::IxDyn> {
+        let shape = std::mem::take(&mut self.shape);
+        let strides: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
+        ndarray::IxDyn(&shape).strides(ndarray::IxDyn(&strides))
+    }
+
     /// The written array, as an ndarray array of `T`, without a copy.
     ///
     /// # Safety
@@ -119,8 +126,7 @@ impl Blank {
     /// with a `T`.
     pub(crate) unsafe fn assume_init<T>(mut self) -> ndarray::ArrayD<T> {
         debug_assert!(size_of::<T>() == self.size && align_of::<T>() == self.align);
-        let (shape, strides) = (std::mem::take(&mut self.shape), &self.strides);
-        let strides: Vec<usize> = strides.iter().map(|&s| s as usize).collect();
+        let shape = self.layout();
         let buffer = match self.bytes {
             0 => Vec::new(),
             // SAFETY: `len` elements of `T` allocated by the global allocator with `T`'s
@@ -129,7 +135,6 @@ impl Blank {
             _ => unsafe { Vec::from_raw_parts(self.ptr.as_ptr().cast::<T>(), self.len, self.len) },
         };
         self.bytes = 0;
-        let shape = ndarray::IxDyn(&shape).strides(ndarray::IxDyn(&strides));
         // SAFETY: the strides are a contiguous layout of the shape over exactly `len`
         // elements, all nonnegative (the first element is the buffer's), or an empty array's
         // zeros, and the shape's bytes fit `isize` (checked when it was made).
