@@ -24,7 +24,7 @@
 //! buffer ([`stage::with_staging`]), kept from call to call.
 
 use super::kernel::{Block, Line};
-use super::operand::{self, Operand, Strides};
+use super::operand::{Operand, Strides};
 use super::parallel;
 use super::plan::Plan;
 use super::reduce::FoldFn;
@@ -149,16 +149,16 @@ struct Walk<'a> {
 pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     let n_ops = chain.operands.len();
     let by_rows = chain.per_row.iter().any(|&p| p);
-    let (dims, strides): (Vec<usize>, Vec<Strides>) = if by_rows {
-        let strides = chain
-            .operands
-            .iter()
-            .map(|o| o.strides.iter().copied().collect());
-        (shape.to_vec(), strides.collect())
+    let mut strides: Vec<Strides> = Vec::with_capacity(n_ops);
+    let dims = if by_rows {
+        for o in chain.operands {
+            strides.push(Strides::from_slice(&o.strides));
+        }
+        shape.to_vec()
     } else {
         assert!(n_ops <= MAX_OPERANDS, "at most {MAX_OPERANDS} operands");
         let zeros = vec![0isize; shape.len()];
-        let strides: [&[isize]; MAX_OPERANDS] =
+        let at: [&[isize]; MAX_OPERANDS] =
             std::array::from_fn(|k| chain.operands.get(k).map_or(&zeros[..], |o| &o.strides[..]));
         // The written operands decide the loop order: they are walked in memory order.
         let written = |k: usize| chain.written.get(k) == Some(&true);
@@ -170,9 +170,11 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         {
             priority[slot] = k;
         }
-        let plan = Plan::new(shape, strides, priority);
-        let at = |k: usize| plan.strides.iter().map(|s| s[k]).collect();
-        (plan.dims.to_vec(), (0..n_ops).map(at).collect())
+        let plan = Plan::new(shape, at, priority);
+        for k in 0..n_ops {
+            strides.push(plan.strides.iter().map(|s| s[k]).collect());
+        }
+        plan.dims.to_vec()
     };
     let rank = dims.len();
     assert!(rank > 0, "a chain over rows of some length");
@@ -202,29 +204,33 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         true => None,
         false => Some(strides[k][rank - 1]),
     };
-    let refs: Vec<&Operand<'_>> = chain.operands.iter().collect();
-    let traffic = operand::traffic(m.saturating_mul(n), &refs);
+    let mut traffic = 0usize;
+    for o in chain.operands {
+        traffic = traffic.saturating_add(o.traffic(m.saturating_mul(n)));
+    }
     // A large chain's contiguous outputs are computed in the buffer and copied out with
     // non-temporal stores: no read of the lines they overwrite.
     let streamed = stream::may_stream(traffic);
     let contiguous = |k: usize| last(k) == Some(1) || (n == 1 && last(k).is_some());
-    let stream_out: Vec<bool> = (0..n_ops)
-        .map(|k| streamed && chain.written[k] && chain.final_output[k] && contiguous(k))
-        .collect();
+    let mut stream_out = Vec::with_capacity(n_ops);
+    for k in 0..n_ops {
+        stream_out.push(streamed && chain.written[k] && chain.final_output[k] && contiguous(k));
+    }
     // The same for every row: no outer stride, and the same in every chunk of a row.
     let same_rows = |k: usize| {
         strides[k][..rank - 1].iter().all(|&s| s == 0) && (chunks == 1 || last(k) == Some(0))
     };
-    let loc: Vec<Loc> = (0..regs)
-        .map(|r| {
-            let full = r < n_ops && last(r).is_some();
-            match full && contiguous(r) && !stream_out[r] {
+    let mut loc = Vec::with_capacity(regs);
+    for r in 0..regs {
+        let full = r < n_ops && last(r).is_some();
+        loc.push(
+            match full && contiguous(r) && stream_out.get(r) == Some(&false) {
                 true => Loc::InPlace,
                 false if full && !chain.written[r] && same_rows(r) => Loc::Once,
                 false => Loc::Buf,
-            }
-        })
-        .collect();
+            },
+        );
+    }
     // Each register's lines in a thread's buffer, then three splat rows.
     let mut first_line = Vec::with_capacity(regs);
     let mut total = 0;
@@ -235,20 +241,21 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     }
     let splat_lines = (rows * pitch * widest).div_ceil(64);
     let total = total + 3 * splat_lines;
-    let buffered = |written: bool| {
-        (0..n_ops)
-            .filter(|&k| chain.written[k] == written && loc[k] == Loc::Buf)
-            .collect::<Vec<_>>()
-    };
-    let (gathered, copied) = (buffered(false), buffered(true));
+    let (mut gathered, mut copied) = (Vec::new(), Vec::new());
+    for k in (0..n_ops).filter(|&k| loc[k] == Loc::Buf) {
+        match chain.written[k] {
+            false => gathered.push(k),
+            true => copied.push(k),
+        }
+    }
     let mut steps = vec![0isize; outer.len() * n_ops];
     let mut spans = vec![1usize; n_ops];
     for k in 0..n_ops {
-        for d in 0..outer.len() {
-            let wrapped: isize = (d + 1..outer.len())
-                .map(|e| (outer[e] as isize - 1) * strides[k][e])
-                .sum();
+        // From the innermost outer dim out: a carry into `d` wraps every dim after it.
+        let mut wrapped = 0;
+        for d in (0..outer.len()).rev() {
             steps[d * n_ops + k] = strides[k][d] - wrapped;
+            wrapped += (outer[d] as isize - 1) * strides[k][d];
         }
         // (A dim of one row never moves.)
         for d in (0..outer.len()).rev() {
@@ -286,11 +293,11 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     parallel::split(units, parallel::pieces(traffic), align, &|range| {
         let work = |buffer: &mut [Line]| {
             let base = buffer.as_mut_ptr().cast::<u8>();
-            // SAFETY: each register's lines and the splat rows are within the buffer.
-            let buf: Vec<*mut u8> = first_line
-                .iter()
-                .map(|&l| unsafe { base.add(l * 64) })
-                .collect();
+            let mut buf: Vec<*mut u8> = Vec::with_capacity(regs);
+            for &l in &first_line {
+                // SAFETY: each register's lines are within the buffer.
+                buf.push(unsafe { base.add(l * 64) });
+            }
             // SAFETY: as above.
             let splat: [*mut u8; 3] =
                 std::array::from_fn(|j| unsafe { base.add((total - (3 - j) * splat_lines) * 64) });

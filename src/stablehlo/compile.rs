@@ -249,9 +249,11 @@ fn share_temps(
         }
     }
     sizes.truncate(first_temp);
-    sizes.extend(slots.iter().map(|&(size, _, _)| size));
     per_row.truncate(first_temp);
-    per_row.extend(slots.iter().map(|&(_, kind, _)| kind));
+    for &(size, kind, _) in &slots {
+        sizes.push(size);
+        per_row.push(kind);
+    }
 }
 
 /// Whether the node is elementwise at its shape (a member of a chain).
@@ -426,35 +428,22 @@ impl Program {
         }
         // Members written straight into the caller's arrays by `run_into`: outputs once, read
         // by no later stage.
-        let read_later = |m: usize| stages.iter().any(|s| self.stage_reads(s).contains(&m));
-        let direct_of = |outputs: &[usize]| -> Vec<Option<usize>> {
-            outputs
-                .iter()
-                .map(|&m| {
-                    let mut slots = self
-                        .outputs
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, v)| v.index == m);
-                    let (k, _) = slots.next()?;
-                    slots.next().is_none().then_some(k)
-                })
-                .collect()
+        let mut reads = Vec::with_capacity(stages.len());
+        for stage in &stages {
+            reads.push(self.stage_reads(stage));
+        }
+        // The program's one output slot that is member `m`, if it is one slot's only.
+        let direct_of = |m: usize| {
+            let mut slots = (0..self.outputs.len()).filter(|&k| self.outputs[k].index == m);
+            let k = slots.next()?;
+            slots.next().is_none().then_some(k)
         };
-        let placed: Vec<(Vec<Option<usize>>, Vec<bool>)> = stages
-            .iter()
-            .map(|stage| match stage {
-                Stage::Rows(r) => {
-                    let last_use = r.outputs.iter().map(|&m| !read_later(m)).collect();
-                    (direct_of(&r.outputs), last_use)
-                }
-                Stage::Node(_) => (Vec::new(), Vec::new()),
-            })
-            .collect();
-        for (stage, (direct, last_use)) in stages.iter_mut().zip(placed) {
+        for stage in &mut stages {
             if let Stage::Rows(r) = stage {
-                r.direct = direct;
-                r.last_use = last_use;
+                for (k, &m) in r.outputs.iter().enumerate() {
+                    r.direct[k] = direct_of(m);
+                    r.last_use[k] = !reads.iter().any(|read| read.contains(&m));
+                }
             }
         }
         // The last stage that reads each value.
@@ -483,16 +472,20 @@ impl Program {
     /// The values a stage reads from outside it.
     #[inline(never)]
     fn stage_reads(&self, stage: &Stage) -> Vec<usize> {
+        let mut reads = Vec::new();
         match stage {
-            Stage::Node(i) => self.nodes[*i]
-                .op
-                .operands()
-                .into_iter()
-                .flatten()
-                .map(|v| v.index)
-                .collect(),
-            Stage::Rows(r) => r.inputs.iter().map(|input| input.value).collect(),
+            Stage::Node(i) => {
+                for v in self.nodes[*i].op.operands().into_iter().flatten() {
+                    reads.push(v.index);
+                }
+            }
+            Stage::Rows(r) => {
+                for input in &r.inputs {
+                    reads.push(input.value);
+                }
+            }
         }
+        reads
     }
 
     /// The row shape that node `i` starts a row chain of (a reduction over the last dim, or an
@@ -654,11 +647,11 @@ impl Program {
             Some(k) => base + k,
             None => base + outputs.len() + temps.iter().position(|&t| t == m).expect("a member"),
         };
-        let mut per_row: Vec<bool> = inputs.iter().map(|input| input.per_row).collect();
-        let mut sizes: Vec<usize> = inputs
-            .iter()
-            .map(|input| self.nodes[input.value].ty.size())
-            .collect();
+        let (mut per_row, mut sizes) = (Vec::new(), Vec::new());
+        for input in &inputs {
+            per_row.push(input.per_row);
+            sizes.push(self.nodes[input.value].ty.size());
+        }
         for &m in outputs.iter().chain(&temps) {
             per_row.push(!full(m));
             sizes.push(self.nodes[m].ty.size());
@@ -666,11 +659,10 @@ impl Program {
         let mut steps = Vec::with_capacity(b.members.len());
         let mut identities = Vec::new();
         for ((&i, read), source) in b.members.iter().zip(&reads).zip(&sources) {
-            let reg: Vec<usize> = read
-                .iter()
-                .zip(source)
-                .map(|((v, _), k)| k.unwrap_or_else(|| register_of(v.index)))
-                .collect();
+            let mut reg = Vec::with_capacity(read.len());
+            for ((v, _), k) in read.iter().zip(source) {
+                reg.push(k.unwrap_or_else(|| register_of(v.index)));
+            }
             steps.push(match &self.nodes[i].op {
                 Op::Reduce { op, x, .. } => {
                     let ty = self.nodes[x.index].ty;
@@ -741,17 +733,16 @@ impl Program {
             }
             // Members are read as registers (broadcast_in_dim reads its operand through a view:
             // never a register).
-            let placed: Vec<(Value, Option<Vec<usize>>)> = self
-                .placements(i)?
-                .into_iter()
-                .map(|(v, dims)| match folded(v.index) {
+            let mut placed: Vec<(Value, Option<Vec<usize>>)> = Vec::new();
+            for (v, dims) in self.placements(i)? {
+                placed.push(match folded(v.index) {
                     Some((x, bdims)) => (x, Some(bdims.clone())),
                     None => match is_member(&v) && !matches!(node.op, Op::BroadcastInDim { .. }) {
                         true => (v, None),
                         false => (v, Some(dims)),
                     },
-                })
-                .collect();
+                });
+            }
             for (v, dims) in &placed {
                 if let Some(dims) = dims {
                     if !inputs.iter().any(|(w, d)| *w == v.index && d == dims) {
@@ -768,31 +759,28 @@ impl Program {
             Some(k) => base + k,
             None => base + outputs.len() + temps.iter().position(|&t| t == m).expect("a member"),
         };
-        let mut sizes: Vec<usize> = inputs
-            .iter()
-            .map(|&(v, _)| self.nodes[v].ty.size())
-            .collect();
-        sizes.extend(
-            outputs
-                .iter()
-                .chain(&temps)
-                .map(|&m| self.nodes[m].ty.size()),
-        );
+        let mut sizes = Vec::new();
+        for &(v, _) in &inputs {
+            sizes.push(self.nodes[v].ty.size());
+        }
+        for &m in outputs.iter().chain(&temps) {
+            sizes.push(self.nodes[m].ty.size());
+        }
         let mut steps = Vec::with_capacity(members.len());
         for (&i, placed) in members.iter().zip(&reads) {
             if folded(i).is_some() {
                 continue;
             }
-            let reg: Vec<usize> = placed
-                .iter()
-                .map(|(v, dims)| match dims {
+            let mut reg = Vec::with_capacity(placed.len());
+            for (v, dims) in placed {
+                reg.push(match dims {
                     None => register_of(v.index),
                     Some(d) => inputs
                         .iter()
                         .position(|(w, e)| *w == v.index && e == d)
                         .expect("an input"),
-                })
-                .collect();
+                });
+            }
             let (kernel, args) = self.kernel_of(i, &reg)?;
             steps.push(RowStep::Map {
                 kernel,
@@ -801,25 +789,25 @@ impl Program {
             });
         }
         debug_assert!(base + outputs.len() <= MAX_OPERANDS);
-        let reads = members
-            .iter()
-            .map(|&i| self.placements(i))
-            .collect::<Result<_>>()?;
-        let inputs = inputs
-            .into_iter()
-            .map(|(value, dims)| RowInput {
+        let mut reads = Vec::with_capacity(members.len());
+        for &i in members {
+            reads.push(self.placements(i)?);
+        }
+        let mut row_inputs = Vec::with_capacity(inputs.len());
+        for (value, dims) in inputs {
+            row_inputs.push(RowInput {
                 value,
                 dims,
                 per_row: false,
-            })
-            .collect();
+            });
+        }
         let mut per_row = vec![false; sizes.len()];
         share_temps(&mut steps, &mut sizes, &mut per_row, base + outputs.len());
         Ok(Rows {
             shape: shape.to_vec(),
             members: members.to_vec(),
             reads,
-            inputs,
+            inputs: row_inputs,
             direct: vec![None; outputs.len()],
             last_use: vec![true; outputs.len()],
             outputs,
@@ -1154,22 +1142,25 @@ impl Executable {
         let mut layout: Vec<Strides> = Vec::with_capacity(r.members.len());
         for (k, &i) in r.members.iter().enumerate() {
             let node = &program.nodes[i];
-            let placed: Vec<Strides> = match node.op {
-                Op::Reduce { .. } => vec![smallvec::smallvec![0; node.shape.len()]],
-                _ => r.reads[k]
-                    .iter()
-                    .map(|(v, dims)| {
+            let mut placed: Vec<Strides> = Vec::new();
+            match node.op {
+                Op::Reduce { .. } => placed.push(smallvec::smallvec![0; node.shape.len()]),
+                _ => {
+                    for (v, dims) in &r.reads[k] {
                         let own = match r.members.iter().position(|&m| m == v.index) {
                             Some(j) => layout[j].clone(),
-                            None => value(v.index).strides().iter().copied().collect(),
+                            None => Strides::from_slice(value(v.index).strides()),
                         };
                         let shape = &program.nodes[v.index].shape;
-                        crate::view::place_strides(shape, &own, &node.shape, dims)
-                    })
-                    .collect(),
-            };
-            let placed: Vec<&[isize]> = placed.iter().map(|s| &s[..]).collect();
-            layout.push(crate::engine::strides_like(&node.shape, &placed));
+                        placed.push(crate::view::place_strides(shape, &own, &node.shape, dims));
+                    }
+                }
+            }
+            let mut placed_refs: Vec<&[isize]> = Vec::with_capacity(placed.len());
+            for s in &placed {
+                placed_refs.push(s);
+            }
+            layout.push(crate::engine::strides_like(&node.shape, &placed_refs));
         }
         let contiguous = |v: usize| match r.members.iter().position(|&m| m == v) {
             Some(j) => layout[j][rank - 1] == 1,
@@ -1193,13 +1184,13 @@ impl Executable {
         // laid out as `Program::run` lays them out (lent to the later stages).
         let member_layout =
             |m: usize| &layout[r.members.iter().position(|&x| x == m).expect("a member")];
-        let target: Vec<Option<usize>> = (0..r.outputs.len())
-            .map(|k| {
-                let d = r.direct[k].filter(|_| !direct.is_empty())?;
+        let mut target: Vec<Option<usize>> = vec![None; r.outputs.len()];
+        for (k, to) in target.iter_mut().enumerate() {
+            if let Some(d) = r.direct[k].filter(|_| !direct.is_empty()) {
                 let same = direct[d].strides() == &member_layout(r.outputs[k])[..];
-                (r.last_use[k] || same).then_some(d)
-            })
-            .collect();
+                *to = (r.last_use[k] || same).then_some(d);
+            }
+        }
         let mut fresh: Vec<(usize, Member)> = Vec::new();
         for (k, &m) in r.outputs.iter().enumerate() {
             if target[k].is_none() {
@@ -1220,7 +1211,10 @@ impl Executable {
             }
             let allocated = fresh.iter().any(|(_, t)| matches!(t, Member::Fresh(_)));
             let mut fresh_iter = fresh.iter_mut();
-            let mut slots: Vec<Option<&mut Tensor>> = direct.iter_mut().map(Some).collect();
+            let mut slots: Vec<Option<&mut Tensor>> = Vec::with_capacity(direct.len());
+            for t in direct.iter_mut() {
+                slots.push(Some(t));
+            }
             for &to in &target {
                 operands.push(match to {
                     Some(d) => slots[d].take().expect("one member per output").output(),
@@ -1230,15 +1224,14 @@ impl Executable {
                     },
                 });
             }
-            let written: Vec<bool> = (0..operands.len()).map(|k| k >= r.inputs.len()).collect();
-            let final_output: Vec<bool> = (0..operands.len())
-                .map(|k| k >= r.inputs.len() && r.last_use[k - r.inputs.len()])
-                .collect();
-            let identities: Vec<rows::Identity> = r
-                .identities
-                .iter()
-                .map(|t| rows::Identity(t.first_element()))
-                .collect();
+            let mut written = vec![false; r.inputs.len()];
+            written.resize(operands.len(), true);
+            let mut final_output = vec![false; r.inputs.len()];
+            final_output.extend_from_slice(&r.last_use);
+            let mut identities = Vec::with_capacity(r.identities.len());
+            for t in &r.identities {
+                identities.push(rows::Identity(t.first_element()));
+            }
             let one = match &r.steps[..] {
                 [RowStep::Map { kernel, out, args }] if r.outputs.len() == 1 => {
                     (*out == r.inputs.len()).then_some((*kernel, *args))
@@ -1249,10 +1242,10 @@ impl Executable {
                 // One op: the engine's walk of its kernel, as the op called directly takes (no
                 // chunks to stage through).
                 let out = operands.pop().expect("the step's output");
-                let inputs: Vec<&Operand<'_>> = args[..kernel.inputs()]
-                    .iter()
-                    .map(|&a| &operands[a])
-                    .collect();
+                let mut inputs: Vec<&Operand<'_>> = Vec::with_capacity(3);
+                for &a in &args[..kernel.inputs()] {
+                    inputs.push(&operands[a]);
+                }
                 let slot = SlotInfo {
                     size: r.sizes[r.inputs.len()],
                     needs_drop: false,

@@ -993,15 +993,12 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
         Op::Reduce { op, x, axes } => {
             let x = get(x);
             // The kept dims, numbered in order, are the result's.
+            let mut acc_dim: Vec<Option<usize>> = Vec::with_capacity(x.shape().len());
             let mut kept = 0;
-            let acc_dim: Vec<Option<usize>> = (0..x.shape().len())
-                .map(|d| {
-                    (!axes.contains(&d)).then(|| {
-                        kept += 1;
-                        kept - 1
-                    })
-                })
-                .collect();
+            for d in 0..x.shape().len() {
+                acc_dim.push((!axes.contains(&d)).then_some(kept));
+                kept += usize::from(!axes.contains(&d));
+            }
             fold(*op, op.names().0, x, shape, &acc_dim)
         }
     }
@@ -1028,8 +1025,14 @@ fn fold(
     let src = x.placed(op, x.shape(), &iota(x.shape().len()))?;
     let mut acc = fill()?;
     let count = reduce::partials(&acc.output(), acc_dim, &src);
-    let mut partials = (0..count).map(|_| fill()).collect::<Result<Vec<_>>>()?;
-    let parts: Vec<Operand<'_>> = partials.iter_mut().map(Tensor::output).collect();
+    let mut partials = Vec::with_capacity(count);
+    for _ in 0..count {
+        partials.push(fill()?);
+    }
+    let mut parts: Vec<Operand<'_>> = Vec::with_capacity(count);
+    for t in &mut partials {
+        parts.push(t.output());
+    }
     // SAFETY: the reduction's fold of `x`'s type, into a fresh accumulator and partials of that
     // type, filled with its identity, each this call's own.
     unsafe { reduce::reduce_table(&acc.output(), acc_dim, &src, run, &parts) };

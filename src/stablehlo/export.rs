@@ -28,26 +28,17 @@ impl Program {
         for (k, p) in self.params.iter().enumerate() {
             names[p.index] = format!("%arg{k}");
         }
-        let args: Vec<String> = self
-            .params
-            .iter()
-            .map(|&p| {
-                let sharding = self.sharding_attr(p.index).unwrap_or_default();
-                format!("{}: {}{sharding}", names[p.index], ty(p))
-            })
-            .collect();
-        let results: Vec<String> = self.outputs.iter().map(|&v| ty(v)).collect();
-        let result_decls: Vec<String> = self
-            .outputs
-            .iter()
-            .map(|&v| {
-                format!(
-                    "{}{}",
-                    ty(v),
-                    self.sharding_attr(v.index).unwrap_or_default()
-                )
-            })
-            .collect();
+        let mut args = Vec::with_capacity(self.params.len());
+        for &p in &self.params {
+            let sharding = self.sharding_attr(p.index).unwrap_or_default();
+            args.push(format!("{}: {}{sharding}", names[p.index], ty(p)));
+        }
+        let (mut results, mut result_decls) = (Vec::new(), Vec::new());
+        for &v in &self.outputs {
+            let sharding = self.sharding_attr(v.index).unwrap_or_default();
+            result_decls.push(format!("{}{sharding}", ty(v)));
+            results.push(ty(v));
+        }
         let mut body = String::new();
         let mut next = 0usize;
         let mut fresh = |body: &mut String, line: String| -> String {
@@ -209,11 +200,10 @@ impl Program {
             };
             names[i] = name;
         }
-        let returned: Vec<String> = self
-            .outputs
-            .iter()
-            .map(|v| names[v.index].clone())
-            .collect();
+        let mut returned = Vec::with_capacity(self.outputs.len());
+        for v in &self.outputs {
+            returned.push(names[v.index].clone());
+        }
         // A sharded program says how many devices it spans; one without, nothing.
         let attributes = match (&self.mesh, self.shardings.is_empty()) {
             (Some(mesh), false) => format!(
@@ -281,10 +271,16 @@ impl Program {
         // The operand's dims in the order they sit in the output, then back to its own order.
         // (Sorted as keys `dims[i] * len + i`, so that the crate compiles one sort of indices.)
         let len = operand.len();
-        let mut order: Vec<usize> = (0..len).map(|i| dims[i] * len + i).collect();
+        let mut order = Vec::with_capacity(len);
+        for (i, &d) in dims.iter().enumerate() {
+            order.push(d * len + i);
+        }
         order.sort_unstable();
-        order.iter_mut().for_each(|k| *k %= len);
-        let sorted: Vec<usize> = order.iter().map(|&i| operand[i]).collect();
+        let mut sorted = Vec::with_capacity(len);
+        for k in &mut order {
+            *k %= len;
+            sorted.push(operand[*k]);
+        }
         let mut cur_shape = kept;
         if cur_shape != sorted {
             let to = tensor_type(&sorted, node.ty);
@@ -297,10 +293,12 @@ impl Program {
             );
             cur_shape = sorted;
         }
-        let perm: Vec<usize> = (0..operand.len())
-            .map(|i| order.iter().position(|&o| o == i).expect("a permutation"))
-            .collect();
-        if !perm.iter().copied().eq(0..perm.len()) {
+        // Where each of the operand's dims sits in `order`.
+        let mut perm = vec![0; len];
+        for (at, &i) in order.iter().enumerate() {
+            perm[i] = at;
+        }
+        if !perm.iter().enumerate().all(|(k, &p)| p == k) {
             cur = fresh(
                 body,
                 format!(

@@ -471,10 +471,14 @@ impl Clone for Program {
 
 /// The error for an op whose operands' element types do not fit it.
 fn type_error(op: &'static str, types: &[ElementType], reason: &str) -> BroadcastError {
-    let names: Vec<&str> = types.iter().map(|t| t.name).collect();
+    let mut names = String::new();
+    for (k, t) in types.iter().enumerate() {
+        names += if k > 0 { ", " } else { "" };
+        names += t.name;
+    }
     BroadcastError::ElementType {
         op,
-        types: names.join(", "),
+        types: names,
         reason: reason.to_string(),
     }
 }
@@ -487,16 +491,15 @@ impl Program {
     /// assert!(p.to_stablehlo().starts_with("module @model {"));
     /// ```
     pub fn new(name: &str) -> Self {
-        let name: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let mut safe = String::with_capacity(name.len());
+        for c in name.chars() {
+            safe.push(if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            });
+        }
+        let name = safe;
         Program {
             id: fresh_id(),
             lineage: Vec::new(),

@@ -85,9 +85,11 @@ impl Mesh {
         axes.iter()
             .try_fold(1usize, |n, &(_, s)| n.checked_mul(s))
             .ok_or_else(|| refuse("", "the mesh's device count overflows"))?;
-        Ok(Mesh {
-            axes: axes.iter().map(|&(n, s)| (n.to_string(), s)).collect(),
-        })
+        let mut owned = Vec::with_capacity(axes.len());
+        for &(n, s) in axes {
+            owned.push((n.to_string(), s));
+        }
+        Ok(Mesh { axes: owned })
     }
 
     /// The number of devices: the product of the axes' sizes.
@@ -143,12 +145,15 @@ impl PartitionSpec {
     /// assert_ne!(spec, PartitionSpec::new(&[&["data"]]));
     /// ```
     pub fn new(dims: &[&[&str]]) -> PartitionSpec {
-        PartitionSpec {
-            dims: dims
-                .iter()
-                .map(|d| d.iter().map(|a| a.to_string()).collect())
-                .collect(),
+        let mut owned = Vec::with_capacity(dims.len());
+        for d in dims {
+            let mut axes = Vec::with_capacity(d.len());
+            for a in *d {
+                axes.push(a.to_string());
+            }
+            owned.push(axes);
         }
+        PartitionSpec { dims: owned }
     }
 
     /// Every dim of an array of `rank` replicated.
@@ -198,8 +203,18 @@ impl PartitionSpec {
         if replicated > 1 {
             tiles.push(replicated);
         }
-        let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-        let sizes: Vec<usize> = mesh.axes.iter().map(|(_, s)| *s).collect();
+        let list = |v: &[usize]| {
+            let mut text = String::new();
+            for (k, x) in v.iter().enumerate() {
+                text += if k > 0 { "," } else { "" };
+                text += &x.to_string();
+            }
+            text
+        };
+        let mut sizes = Vec::with_capacity(mesh.axes.len());
+        for (_, s) in &mesh.axes {
+            sizes.push(*s);
+        }
         // In the mesh's order the devices are an iota; otherwise the mesh's dims transposed.
         let iota = match order.iter().copied().eq(0..order.len()) {
             true => format!("[{}]", mesh.devices()),
