@@ -14,6 +14,26 @@ fn sh(s: &[usize]) -> String {
     format!("{s:?}")
 }
 
+/// Each of `lists` as [`sh`] writes it, `sep` between them.
+fn sh_all(lists: &[Vec<usize>], sep: &str) -> String {
+    let mut text = String::new();
+    for (k, list) in lists.iter().enumerate() {
+        text += if k > 0 { sep } else { "" };
+        text += &sh(list);
+    }
+    text
+}
+
+/// The numbers of `items`, `sep` between them.
+pub(crate) fn joined(items: &[usize], sep: &str) -> String {
+    let mut text = String::new();
+    for (k, n) in items.iter().enumerate() {
+        text += if k > 0 { sep } else { "" };
+        text += &n.to_string();
+    }
+    text
+}
+
 /// The error of every fallible function of the crate.
 ///
 /// Each variant carries the operation (`op`), the shapes and the dims involved, and its message
@@ -393,15 +413,12 @@ fn rank_mismatch(op: &str, lhs: &[usize], rhs: &[usize]) -> String {
             sh(dims),
             dims[0]
         ),
-        [first, rest @ ..] if lo.len() == 1 => {
-            let others: Vec<String> = rest.iter().map(|d| sh(d)).collect();
-            format!(
-                "{head}, e.g. {} maps {lo_name} dim 0 onto {hi_name} dim {} ({} fit too)",
-                sh(first),
-                first[0],
-                others.join(", ")
-            )
-        }
+        [first, rest @ ..] if lo.len() == 1 => format!(
+            "{head}, e.g. {} maps {lo_name} dim 0 onto {hi_name} dim {} ({} fit too)",
+            sh(first),
+            first[0],
+            sh_all(rest, ", ")
+        ),
         [dims, ..] => format!(
             "{head}, e.g. {} maps {lo_name} dims {} onto {hi_name} dims {}",
             sh(dims),
@@ -419,10 +436,13 @@ fn rank_mismatch(op: &str, lhs: &[usize], rhs: &[usize]) -> String {
 pub(crate) fn suggested_dims(lo: &[usize], hi: &[usize]) -> Vec<Vec<usize>> {
     let fits = |l: usize, h: usize| l == h || l == 1 || h == 1;
     if lo.len() == 1 {
-        return (0..hi.len())
-            .filter(|&d| fits(lo[0], hi[d]))
-            .map(|d| vec![d])
-            .collect();
+        let mut each = Vec::new();
+        for (d, &h) in hi.iter().enumerate() {
+            if fits(lo[0], h) {
+                each.push(vec![d]);
+            }
+        }
+        return each;
     }
     let mut dims = vec![0; lo.len()];
     let mut next = hi.len();
@@ -564,10 +584,7 @@ impl std::fmt::Display for BroadcastError {
                 match fits.as_slice() {
                     [] => write!(out, "; no strictly increasing dims fit these shapes"),
                     [one] => write!(out, "; {} fits these shapes", sh(one)),
-                    many => {
-                        let all: Vec<String> = many.iter().map(|d| sh(d)).collect();
-                        write!(out, "; {} fit these shapes", all.join(" or "))
-                    }
+                    many => write!(out, "; {} fit these shapes", sh_all(many, " or ")),
                 }
             }
             BroadcastError::ArgumentCount { op, program, kind, expected, got } => write!(

@@ -115,7 +115,10 @@ impl Blank {
     /// The shape and strides of the written array, for ndarray (compiled once, not per `T`).
     fn layout(&mut self) -> ndarray::StrideShape<ndarray::IxDyn> {
         let shape = std::mem::take(&mut self.shape);
-        let strides: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
+        let mut strides = Vec::with_capacity(self.strides.len());
+        for &s in &self.strides {
+            strides.push(s as usize);
+        }
         ndarray::IxDyn(&shape).strides(ndarray::IxDyn(&strides))
     }
 

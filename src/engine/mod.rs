@@ -363,7 +363,10 @@ unsafe fn walk<const N: usize>(
     for input in &operands[1..] {
         operand::same_shape(out.shape, input);
     }
-    let strides = operands.map(|o| &o.strides[..]);
+    let mut strides: [&[isize]; N] = [&[]; N];
+    for (s, o) in strides.iter_mut().zip(&operands) {
+        *s = &o.strides[..];
+    }
     let len: usize = out.shape.iter().product();
     let traffic = operand::traffic(len, &operands);
     let pieces = parallel::pieces(traffic);

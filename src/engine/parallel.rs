@@ -144,7 +144,7 @@ pub(crate) fn split(
     len: usize,
     pieces: usize,
     align: usize,
-    work: &(impl Fn(std::ops::Range<usize>) + Sync),
+    work: &(dyn Fn(std::ops::Range<usize>) + Sync),
 ) {
     if pieces <= 1 || len == 0 {
         work(0..len);

@@ -29,8 +29,14 @@ impl<const N: usize> Plan<N> {
     /// Plans a walk over `shape`; `strides[k]` are operand `k`'s strides at that shape and
     /// `priority` orders the operands whose strides decide the loop order, most important first.
     pub fn new(shape: &[usize], strides: [&[isize]; N], priority: [usize; N]) -> Self {
-        let mut axes: Nest<usize> = (0..shape.len()).filter(|&i| shape[i] != 1).collect();
-        let key = |ax: usize| -> [usize; N] { priority.map(|k| strides[k][ax].unsigned_abs()) };
+        let mut axes = long_dims(shape);
+        let key = |ax: usize| {
+            let mut key = [0; N];
+            for (j, &k) in priority.iter().enumerate() {
+                key[j] = strides[k][ax].unsigned_abs();
+            }
+            key
+        };
         // Largest strides outermost, the logical order kept on ties: an insertion sort, stable,
         // free on arrays already in order, and a few lines where the library's sort is a
         // thousand per operand count (a walk has a handful of dims).
@@ -48,11 +54,7 @@ impl<const N: usize> Plan<N> {
     /// element comes after every element with a smaller index, so a fold along the walk
     /// combines them in index order.
     pub fn logical(shape: &[usize], strides: [&[isize]; N]) -> Self {
-        Self::over(
-            shape,
-            strides,
-            (0..shape.len()).filter(|&i| shape[i] != 1).collect(),
-        )
+        Self::over(shape, strides, long_dims(shape))
     }
 
     /// The walk over `axes` (the dims longer than 1, outermost first), merging neighbours that
@@ -71,7 +73,7 @@ impl<const N: usize> Plan<N> {
             strides: SmallVec::new(),
             len,
         };
-        merge(shape, &strides, axes.into_iter(), &mut plan);
+        merge(shape, &strides, &axes, false, &mut plan);
         if plan.dims.is_empty() {
             plan.dims.push(1);
             plan.strides.push([0; N]);
@@ -80,14 +82,14 @@ impl<const N: usize> Plan<N> {
     }
 
     /// The walk as one block when its dims merge into at most two: the planner's early exit
-    /// for small walks, allocation-free. It gives the block [`Plan::new`] would (operand 0
+    /// for small walks, allocation-free (up to six dims longer than 1). It gives the block [`Plan::new`] would (operand 0
     /// first) where the written operand's strides fall or rise monotonically; `None` otherwise,
     /// and for an empty walk.
     #[inline(always)]
     pub fn block_of(shape: &[usize], strides: [&[isize]; N]) -> Option<Block<N>> {
-        let axes = || (0..shape.len()).filter(|&d| shape[d] != 1);
+        let axes = long_dims(shape);
         let (mut falls, mut rises, mut prev) = (true, true, None);
-        for d in axes() {
+        for &d in &axes {
             let s = strides[0][d].unsigned_abs();
             if let Some(p) = prev {
                 (falls, rises) = (falls && p > s, rises && p < s);
@@ -96,8 +98,8 @@ impl<const N: usize> Plan<N> {
         }
         let mut two = Two::<N>::default();
         let fits = match (falls, rises) {
-            (true, _) => merge(shape, &strides, axes(), &mut two),
-            (false, true) => merge(shape, &strides, axes().rev(), &mut two),
+            (true, _) => merge(shape, &strides, &axes, false, &mut two),
+            (false, true) => merge(shape, &strides, &axes, true, &mut two),
             (false, false) => false,
         };
         if !fits || shape.contains(&0) {
@@ -156,12 +158,11 @@ impl<const N: usize> Plan<N> {
                 _ => (1, [0; N]),
             };
             let n = (inner_len - col).min(remaining);
-            block(
-                std::array::from_fn(|k| base[k] + col as isize * inner[k]),
-                n,
-                rows,
-                step,
-            );
+            let mut at = base;
+            for (a, s) in at.iter_mut().zip(inner) {
+                *a += col as isize * s;
+            }
+            block(at, n, rows, step);
             remaining -= n * rows;
             col = 0;
             // Advance `rows` runs: the first step may land inside the second-innermost dim,
@@ -252,21 +253,42 @@ impl<const N: usize> MergedDims<N> for Two<N> {
     }
 }
 
-/// The planner's one merging routine: walks `axes` (dims longer than 1, outermost first) into
-/// `into`, a dim joining the one outside it when it is contiguous with it in every operand, so
-/// a contiguous array is one dim whatever its rank. `false` when `into` runs out of room.
+/// The dims of `shape` longer than 1, in order.
+fn long_dims(shape: &[usize]) -> Nest<usize> {
+    let mut dims = Nest::new();
+    for (d, &n) in shape.iter().enumerate() {
+        if n != 1 {
+            dims.push(d);
+        }
+    }
+    dims
+}
+
+/// The planner's one merging routine: walks `axes` (dims longer than 1, outermost first, or
+/// innermost first when `reversed`) into `into`, a dim joining the one outside it when it is
+/// contiguous with it in every operand, so a contiguous array is one dim whatever its rank.
+/// `false` when `into` runs out of room.
 #[inline(always)]
 fn merge<const N: usize>(
     shape: &[usize],
     strides: &[&[isize]; N],
-    axes: impl Iterator<Item = usize>,
+    axes: &[usize],
+    reversed: bool,
     into: &mut impl MergedDims<N>,
 ) -> bool {
-    for ax in axes {
-        let s: [isize; N] = std::array::from_fn(|k| strides[k][ax]);
+    for i in 0..axes.len() {
+        let ax = axes[if reversed { axes.len() - 1 - i } else { i }];
+        let mut s = [0; N];
+        for (s, strides) in s.iter_mut().zip(strides) {
+            *s = strides[ax];
+        }
         let n = shape[ax];
         if let Some((outer_len, outer)) = into.last_mut() {
-            if (0..N).all(|k| outer[k] == s[k] * n as isize) {
+            let mut joins = true;
+            for k in 0..N {
+                joins &= outer[k] == s[k] * n as isize;
+            }
+            if joins {
                 *outer_len *= n;
                 *outer = s;
                 continue;

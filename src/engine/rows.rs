@@ -161,14 +161,15 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         let at: [&[isize]; MAX_OPERANDS] =
             std::array::from_fn(|k| chain.operands.get(k).map_or(&zeros[..], |o| &o.strides[..]));
         // The written operands decide the loop order: they are walked in memory order.
-        let written = |k: usize| chain.written.get(k) == Some(&true);
         let mut priority = [0; MAX_OPERANDS];
-        let order = (0..MAX_OPERANDS).filter(|&k| written(k));
-        for (slot, k) in order
-            .chain((0..MAX_OPERANDS).filter(|&k| !written(k)))
-            .enumerate()
-        {
-            priority[slot] = k;
+        let mut slot = 0;
+        for first in [true, false] {
+            for k in 0..MAX_OPERANDS {
+                if (chain.written.get(k) == Some(&true)) == first {
+                    priority[slot] = k;
+                    slot += 1;
+                }
+            }
         }
         let plan = Plan::new(shape, at, priority);
         for k in 0..n_ops {

@@ -110,11 +110,13 @@ const SLAB_BYTES: usize = 256;
 /// line evicted when the next slab came for it. Four lines at once are read as runs, each line
 /// used whole while it is in L1 (`BENCHMARKS.md`, transposed operands).
 fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) -> usize {
-    let widest = (0..N)
-        .filter(|&k| staged[k])
-        .map(|k| operands[k].size)
-        .max();
-    SLAB_BYTES / widest.unwrap_or(1)
+    let mut widest = 1;
+    for (o, &staged) in operands.iter().zip(staged) {
+        if staged {
+            widest = widest.max(o.size);
+        }
+    }
+    SLAB_BYTES / widest
 }
 const _: () = assert!(SLAB_BYTES.is_multiple_of(8 * 8));
 

@@ -370,8 +370,7 @@ impl Layout {
 }
 
 fn format_m2m(m2m: &[usize]) -> String {
-    let items: Vec<String> = m2m.iter().map(|d| d.to_string()).collect();
-    format!("{{{}}}", items.join(","))
+    format!("{{{}}}", crate::error::joined(m2m, ","))
 }
 
 impl fmt::Display for Layout {
@@ -381,12 +380,11 @@ impl fmt::Display for Layout {
         match &self.padded_dimensions {
             None => f.write_str(&m2m),
             Some(p) => {
-                let p: Vec<String> = p.iter().map(|d| d.to_string()).collect();
                 write!(
                     f,
                     "{}:pad({})={}}}",
                     &m2m[..m2m.len() - 1],
-                    p.join(","),
+                    crate::error::joined(p, ","),
                     self.padding_value.name()
                 )
             }

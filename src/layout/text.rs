@@ -95,8 +95,8 @@ impl Shape {
 
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let dims: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
-        write!(f, "{}[{}]", self.element_type, dims.join(","))?;
+        let dims = crate::error::joined(&self.dims, ",");
+        write!(f, "{}[{}]", self.element_type, dims)?;
         match &self.layout {
             Some(l) => write!(f, "{l}"),
             None => Ok(()),
@@ -108,16 +108,18 @@ fn parse_list(text: &str, list: &str) -> Result<Vec<usize>> {
     if list.trim().is_empty() {
         return Ok(vec![]);
     }
-    list.split(',')
-        .map(|n| {
+    let mut dims = Vec::new();
+    for n in list.split(',') {
+        dims.push(
             n.trim()
                 .parse::<usize>()
                 .map_err(|_| BroadcastError::ParseShape {
                     text: text.to_string(),
                     reason: format!("{n:?} is not a dim"),
-                })
-        })
-        .collect()
+                })?,
+        );
+    }
+    Ok(dims)
 }
 
 impl FromStr for Shape {

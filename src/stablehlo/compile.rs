@@ -256,6 +256,18 @@ fn share_temps(
     }
 }
 
+/// A chain's members written to arrays (`needed`), and the others, each in order.
+fn split_needed(members: &[usize], needed: &[bool]) -> (Vec<usize>, Vec<usize>) {
+    let (mut outputs, mut temps) = (Vec::new(), Vec::new());
+    for &m in members {
+        match needed[m] {
+            true => outputs.push(m),
+            false => temps.push(m),
+        }
+    }
+    (outputs, temps)
+}
+
 /// Whether the node is elementwise at its shape (a member of a chain).
 fn fusible(op: &Op) -> bool {
     matches!(
@@ -640,8 +652,7 @@ impl Program {
             reads.push(read);
             sources.push(source);
         }
-        let outputs: Vec<usize> = b.members.iter().copied().filter(|&m| needed[m]).collect();
-        let temps: Vec<usize> = b.members.iter().copied().filter(|&m| !needed[m]).collect();
+        let (outputs, temps) = split_needed(&b.members, needed);
         let base = inputs.len();
         let register_of = |m: usize| match outputs.iter().position(|&o| o == m) {
             Some(k) => base + k,
@@ -752,8 +763,7 @@ impl Program {
             }
             reads.push(placed);
         }
-        let outputs: Vec<usize> = members.iter().copied().filter(|&m| needed[m]).collect();
-        let temps: Vec<usize> = members.iter().copied().filter(|&m| !needed[m]).collect();
+        let (outputs, temps) = split_needed(members, needed);
         let base = inputs.len();
         let register_of = |m: usize| match outputs.iter().position(|&o| o == m) {
             Some(k) => base + k,

@@ -236,16 +236,17 @@ impl Program {
         let src = self.node(x);
         let operand = &node.shape;
         // Output dims that fold: not mapped, or mapped from a size-1 operand dim.
-        let folds: Vec<usize> = (0..src.shape.len())
-            .filter(|&d| match dims.iter().position(|&m| m == d) {
+        let (mut folds, mut kept) = (Vec::new(), Vec::new());
+        for d in 0..src.shape.len() {
+            let folded = match dims.iter().position(|&m| m == d) {
                 None => true,
                 Some(i) => operand[i] != src.shape[d],
-            })
-            .collect();
-        let kept: Vec<usize> = (0..src.shape.len())
-            .filter(|d| !folds.contains(d))
-            .map(|d| src.shape[d])
-            .collect();
+            };
+            match folded {
+                true => folds.push(d),
+                false => kept.push(src.shape[d]),
+            }
+        }
         let zero = match node.ty.kind {
             Kind::Pred => "false".to_string(),
             Kind::Signed | Kind::Unsigned => "0".to_string(),

@@ -1024,10 +1024,12 @@ impl Program {
                 return Err(refuse(format!("axis {a} is given twice")));
             }
         }
-        let shape = (0..rank)
-            .filter(|d| !axes.contains(d))
-            .map(|d| node.shape[d])
-            .collect();
+        let mut shape = Vec::with_capacity(rank);
+        for d in 0..rank {
+            if !axes.contains(&d) {
+                shape.push(node.shape[d]);
+            }
+        }
         let (ty, axes) = (node.ty, axes.to_vec());
         Ok(self.push(Op::Reduce { op, x, axes }, shape, ty))
     }
