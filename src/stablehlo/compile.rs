@@ -444,7 +444,7 @@ impl Program {
         for stage in &stages {
             reads.push(self.stage_reads(stage));
         }
-        // The program's one output slot that is member `m`, if it is one slot's only.
+        // The program's output slot that holds member `m`, when exactly one slot does.
         let direct_of = |m: usize| {
             let mut slots = (0..self.outputs.len()).filter(|&k| self.outputs[k].index == m);
             let k = slots.next()?;
