@@ -412,21 +412,6 @@ unsafe fn chunks_in_line(
     }
 }
 
-/// The element offset of row `row` (a flat index over `outer`) in an operand whose strides
-/// over the outer dims are `strides`.
-fn row_offset(outer: &[usize], strides: &[isize], mut row: usize) -> isize {
-    if let [_] = outer {
-        return row as isize * strides[0];
-    }
-    let mut off = 0isize;
-    for d in (0..outer.len()).rev() {
-        let i = row % outer[d];
-        row /= outer[d];
-        off += i as isize * strides[d];
-    }
-    off
-}
-
 /// Runs the chain over rows `first..first + count`, columns `c0..c0 + width` (whole rows when
 /// `count` is more than 1).
 ///
@@ -461,42 +446,43 @@ unsafe fn tile(
     } = *walk;
     let n_ops = chain.operands.len();
     let rank = outer.len() + 1;
-    // The first row's offsets, then each next row's by the step of the dim its outer index
-    // carries into (no division per row).
+    // The first row's outer index and offsets, then each next row's by the step of the dim its
+    // outer index carries into (no division per row).
+    let mut index: Strides = smallvec::smallvec![0; outer.len()];
+    let mut rest = first;
+    for d in (0..outer.len()).rev() {
+        index[d] = (rest % outer[d]) as isize;
+        rest /= outer[d];
+    }
     for k in 0..n_ops {
-        let at = row_offset(outer, &strides[k][..rank - 1], first);
+        let mut at = 0;
+        for (d, &i) in index.iter().enumerate() {
+            at += i * strides[k][d];
+        }
         offs[k] = match chain.per_row[k] {
             true => at,
             false => at + c0 as isize * strides[k][rank - 1],
         };
     }
-    if count > 1 {
-        let mut index: Strides = smallvec::smallvec![0; outer.len()];
-        let mut rest = first;
-        for d in (0..outer.len()).rev() {
-            index[d] = (rest % outer[d]) as isize;
-            rest /= outer[d];
+    // (Several rows only over outer dims: one row is all there is without them.)
+    for row in 1..count {
+        let mut d = outer.len() - 1;
+        loop {
+            index[d] += 1;
+            if index[d] < outer[d] as isize || d == 0 {
+                break;
+            }
+            index[d] = 0;
+            d -= 1;
         }
-        for row in 1..count {
-            let mut d = outer.len() - 1;
-            loop {
-                index[d] += 1;
-                if index[d] < outer[d] as isize || d == 0 {
-                    break;
-                }
-                index[d] = 0;
-                d -= 1;
-            }
-            for k in 0..n_ops {
-                offs[row * n_ops + k] = offs[(row - 1) * n_ops + k] + steps[d * n_ops + k];
-            }
+        for k in 0..n_ops {
+            offs[row * n_ops + k] = offs[(row - 1) * n_ops + k] + steps[d * n_ops + k];
         }
     }
     let z = |r: usize| chain.sizes[r] as isize;
     // Whether a register's rows of this tile follow one another in memory.
     let dense = |r: usize| match loc[r] {
-        Loc::Buf => true,
-        Loc::Once => true,
+        Loc::Buf | Loc::Once => true,
         Loc::InPlace => first / spans[r] == (first + count - 1) / spans[r],
     };
     // Register `r`'s first element in the tile's row `row`.
