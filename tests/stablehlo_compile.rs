@@ -506,3 +506,93 @@ fn unallocatable_row_chains_are_errors() {
         assert!(matches!(p.run(&x), Err(BroadcastError::Allocation { .. })));
     }
 }
+
+/// `(t + c) * c` for a `t` read across its rows (a transpose, whole or in part of a higher
+/// rank, and a view read backwards along its rows), for elements of every size: compiled,
+/// allocating and into the caller's arrays, and `Program::run`, against the elements' own
+/// arithmetic.
+#[test]
+fn transposed_inputs_match_elementwise() {
+    use ndarray::{s, Dimension};
+    use xla_bcast::stablehlo::{StableHloElement, TensorView};
+    use xla_bcast::XlaElement;
+
+    fn case<T>(make: fn(u64) -> T)
+    where
+        T: StableHloElement + XlaElement,
+        Tensor: From<ArrayD<T>>,
+        for<'a> TensorView<'a>: From<ndarray::ArrayViewD<'a, T>>,
+    {
+        let name = std::any::type_name::<T>();
+        let array = |shape: &[usize], salt: u64| {
+            let n: usize = shape.iter().product();
+            let v: Vec<T> = (0..n as u64).map(|i| make(i * 7919 + salt)).collect();
+            ArrayD::from_shape_vec(IxDyn(shape), v).unwrap()
+        };
+        let run_all = |p: &Program, views: &[TensorView<'_>], want: &ArrayD<T>, what: &str| {
+            let want = Tensor::from(want.clone());
+            let exe = p.compile().unwrap();
+            let got = exe.run_views(views).unwrap();
+            assert!(got[0] == want, "{name} {what}: executable");
+            let mut outs = vec![Tensor::from(ArrayD::from_elem(want.shape(), make(0)))];
+            exe.run_views_into(views, &mut outs).unwrap();
+            assert!(outs[0] == want, "{name} {what}: executable into");
+            assert!(p.run_views(views).unwrap()[0] == want, "{name} {what}: run");
+        };
+        // Out shape, the input's dims in it (the input's shape permuted).
+        let cases: [(&[usize], &[usize]); 6] = [
+            (&[3, 5], &[1, 0]),
+            (&[37, 70], &[1, 0]),
+            (&[64, 300], &[1, 0]),
+            (&[9, 1030], &[1, 0]),
+            (&[2, 9, 40], &[0, 2, 1]),
+            (&[3, 40, 17], &[0, 2, 1]),
+        ];
+        for (shape, dims) in cases {
+            let mut in_shape = vec![0; shape.len()];
+            for (k, &d) in dims.iter().enumerate() {
+                in_shape[k] = shape[d];
+            }
+            let (x, c) = (array(&in_shape, 1), array(shape, 2));
+            let mut p = Program::new("across");
+            let (px, pc) = (p.parameter::<T>(&in_shape), p.parameter::<T>(shape));
+            let t = p.broadcast_in_dim(px, shape, dims).unwrap();
+            let sum = p.add(t, pc, &[]).unwrap();
+            let y = p.mul(sum, pc, &[]).unwrap();
+            p.output(y).unwrap();
+            let want = ArrayD::from_shape_fn(IxDyn(shape), |i| {
+                let mut at = vec![0; shape.len()];
+                for (k, &d) in dims.iter().enumerate() {
+                    at[k] = i[d];
+                }
+                x[IxDyn(&at)].xla_add(c[&i]).xla_mul(c[&i])
+            });
+            let views = [TensorView::from(x.view()), TensorView::from(c.view())];
+            run_all(&p, &views, &want, &format!("{shape:?} from {dims:?}"));
+        }
+        // A view read across its rows and backwards along them.
+        let (m, n) = (33, 50);
+        let (x, c) = (array(&[n, m], 3), array(&[m, n], 4));
+        let view = x.t().slice_move(s![.., ..;-1]).into_dyn();
+        let mut p = Program::new("backwards");
+        let (px, pc) = (p.parameter::<T>(&[m, n]), p.parameter::<T>(&[m, n]));
+        let sum = p.add(px, pc, &[]).unwrap();
+        let y = p.mul(sum, pc, &[]).unwrap();
+        p.output(y).unwrap();
+        let want = ArrayD::from_shape_fn(IxDyn(&[m, n]), |i| {
+            let (a, b) = (i.slice()[0], i.slice()[1]);
+            view[[a, b].as_slice()]
+                .xla_add(c[[a, b].as_slice()])
+                .xla_mul(c[[a, b].as_slice()])
+        });
+        let views = [TensorView::from(view.view()), TensorView::from(c.view())];
+        run_all(&p, &views, &want, "backwards view");
+    }
+    case::<f32>(|i| (i % 1000) as f32 * 0.25 - 100.0);
+    case::<f64>(|i| (i % 1000) as f64 * 0.125 - 60.0);
+    case::<i8>(|i| i as i8);
+    case::<u16>(|i| (i * 31) as u16);
+    case::<i64>(|i| (i as i64).wrapping_mul(0x9e37_79b9));
+    #[cfg(feature = "complex")]
+    case::<num_complex::Complex<f32>>(|i| num_complex::Complex::new(i as f32 * 0.5, -(i as f32)));
+}

@@ -31,6 +31,7 @@ use super::reduce::FoldFn;
 use super::stage;
 use super::stream;
 use super::table::{copy_strided, splat_rows, Kernel};
+use super::transpose::transpose_tile;
 use crate::error::{BroadcastError, Result};
 use smallvec::SmallVec;
 
@@ -48,6 +49,13 @@ const PREFETCH_MIN_BYTES: usize = 4 << 20;
 
 /// Bytes of the widest register's chunk in a chain without: 1,024 `f32`s, in L1.
 const CHUNK_BYTES: usize = 4 << 10;
+
+/// Rows of a tile in a chain without folds that reads an input across its rows (a transpose):
+/// the rows of a register transpose's reads, each a cache line or more of the source.
+const ACROSS_ROWS: usize = 32;
+
+/// Bytes of the widest register's tile in such a chain: 256 `f32`s by 32 rows, in L1.
+const ACROSS_BYTES: usize = 32 << 10;
 
 /// One step of a chain.
 #[derive(Clone, Copy, Debug)]
@@ -121,6 +129,8 @@ struct Walk<'a> {
     n: usize,
     pitch: usize,
     loc: &'a [Loc],
+    /// The inputs gathered by register transposes.
+    across: &'a [bool],
     /// The outputs kept in the buffer and copied out with non-temporal stores.
     stream_out: &'a [bool],
     /// The inputs gathered into the buffer at each tile, and the outputs copied out of it.
@@ -187,9 +197,22 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     }
     let regs = chain.sizes.len();
     let widest = chain.sizes.iter().copied().max().unwrap_or(1).max(1);
-    // Whole rows per tile, or chunks of one row.
+    // The inputs read across their rows (a unit stride from row to row, a long one along
+    // them), of plain elements: gathered a tile of rows at a time by register transposes.
+    let mut across = vec![false; n_ops];
+    if !by_rows && rank >= 2 {
+        for (k, o) in chain.operands.iter().enumerate() {
+            let (down, along) = (strides[k][rank - 2], strides[k][rank - 1]);
+            across[k] = !chain.written[k] && o.plain && down == 1 && along.unsigned_abs() >= 8;
+        }
+    }
+    // Whole rows per tile, or chunks of one row; tiles of rows and columns to read across.
     let (pitch, rows) = match by_rows {
         true => (n, (TILE_BYTES / (n * widest)).clamp(1, m)),
+        false if across.contains(&true) => {
+            let rows = ACROSS_ROWS.min(m);
+            ((ACROSS_BYTES / (rows * widest)).clamp(1, n), rows)
+        }
         false => {
             let pitch = (CHUNK_BYTES / widest).clamp(1, n);
             let rows = if pitch == n {
@@ -275,6 +298,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         n,
         pitch,
         loc: &loc,
+        across: &across,
         stream_out: &stream_out,
         gathered: &gathered,
         copied: &copied,
@@ -289,9 +313,9 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     }
     // One dim, no operand gathered or copied out: chunks in a line, no tile bookkeeping.
     let in_line = !by_rows && outer.is_empty() && gathered.is_empty() && copied.is_empty();
-    let units = m * chunks;
-    let align = if chunks == 1 { rows } else { 1 };
-    parallel::split(units, parallel::pieces(traffic), align, &|range| {
+    // A unit is a tile: a block of `rows` rows (the last one's rest), a chunk of columns.
+    let units = m.div_ceil(rows) * chunks;
+    parallel::split(units, parallel::pieces(traffic), 1, &|range| {
         let work = |buffer: &mut [Line]| {
             let base = buffer.as_mut_ptr().cast::<u8>();
             let mut buf: Vec<*mut u8> = Vec::with_capacity(regs);
@@ -323,17 +347,12 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
                 // the inputs read once filled.
                 unsafe { chunks_in_line(chain, &loc, &strides, &buf, pitch, n, range) };
             } else {
-                let mut at = range.start;
-                while at < range.end {
-                    let (first, count, c0) = match chunks {
-                        1 => (at, rows.min(range.end - at), 0),
-                        _ => (at / chunks, 1, at % chunks * pitch),
-                    };
-                    let width = pitch.min(n - c0);
+                for unit in range {
+                    let (first, c0) = (unit / chunks * rows, unit % chunks * pitch);
+                    let (count, width) = (rows.min(m - first), pitch.min(n - c0));
                     // SAFETY: as the caller promised of the chain; the buffers are this
                     // thread's.
                     unsafe { tile(&walk, first, count, c0, width, &buf, splat, &mut offs) };
-                    at += if chunks == 1 { count } else { 1 };
                 }
             }
             #[cfg(target_arch = "x86_64")]
@@ -412,8 +431,7 @@ unsafe fn chunks_in_line(
     }
 }
 
-/// Runs the chain over rows `first..first + count`, columns `c0..c0 + width` (whole rows when
-/// `count` is more than 1).
+/// Runs the chain over rows `first..first + count`, columns `c0..c0 + width`.
 ///
 /// # Safety
 /// As [`run`]; `buf` and `splat` are this thread's, each register's room for `count` rows of
@@ -439,6 +457,7 @@ unsafe fn tile(
         n,
         pitch,
         loc,
+        across,
         stream_out,
         gathered,
         copied,
@@ -480,10 +499,10 @@ unsafe fn tile(
         }
     }
     let z = |r: usize| chain.sizes[r] as isize;
-    // Whether a register's rows of this tile follow one another in memory.
+    // Whether a register's rows of this tile follow one another in memory (whole rows only).
     let dense = |r: usize| match loc[r] {
-        Loc::Buf | Loc::Once => true,
-        Loc::InPlace => first / spans[r] == (first + count - 1) / spans[r],
+        Loc::Buf | Loc::Once => width == pitch,
+        Loc::InPlace => width == n && first / spans[r] == (first + count - 1) / spans[r],
     };
     // Register `r`'s first element in the tile's row `row`.
     let at = |r: usize, row: usize| -> *mut u8 {
@@ -506,6 +525,27 @@ unsafe fn tile(
     // per-row one's element of each row.
     for &k in gathered {
         let o = &chain.operands[k];
+        if across[k] {
+            // Each run of rows one element apart in a register transpose.
+            let mut row = 0;
+            while row < count {
+                let mut end = row + 1;
+                while end < count && offs[end * n_ops + k] == offs[(end - 1) * n_ops + k] + 1 {
+                    end += 1;
+                }
+                // SAFETY: rows `row..end` of input `k` start one element apart, each with
+                // `width` elements along its stride, all elements of the input, as the caller
+                // promised; the buffer holds them at the pitch (`width <= pitch`), this
+                // thread's; the input's elements are plain, of a size `plain_size` gives.
+                unsafe {
+                    let (from, along) = (o.at(offs[row * n_ops + k]), strides[k][rank - 1]);
+                    let shape = [end - row, width];
+                    transpose_tile(from, along, 1, at(k, row), pitch as isize, o.size, shape)
+                };
+                row = end;
+            }
+            continue;
+        }
         for row in 0..count {
             // SAFETY: the offset of an element of input `k`, as the caller promised.
             let from = unsafe { o.at(offs[row * n_ops + k]) };
