@@ -1,5 +1,6 @@
-//! The workloads of `tests/common/workloads.rs` (bias + relu, layer norm, softmax over either
-//! dim, GELU, attention scores, a dense layer's backward), `f32`: the compiled executable
+//! The workloads of `tests/common/workloads.rs` (bias + relu; add + relu of a transposed input; layer
+//! norm, softmax over either dim, GELU, attention scores, a dense layer's backward), `f32`: the
+//! compiled executable
 //! (allocating, and into the caller's arrays), the same program op by op (`Program::run`),
 //! ndarray's operators and ndarray's hand-fused `Zip` where they can say it, and the one-pass
 //! floor (the inputs and outputs moved once at a parallel copy's rate), and a one-op program
@@ -111,6 +112,11 @@ fn main() {
                 "bias_relu",
                 workloads::bias_relu(m, n),
                 vec![vec![m, n], vec![n]],
+            ),
+            (
+                "transposed_add_relu",
+                workloads::transposed_add_relu(m, n),
+                vec![vec![n, m], vec![m, n]],
             ),
             (
                 "layer_norm",

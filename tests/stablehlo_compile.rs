@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::workloads::{attention, bias_relu, dense_backward, gelu, layer_norm, softmax};
+use common::workloads::{
+    attention, bias_relu, dense_backward, gelu, layer_norm, softmax, transposed_add_relu,
+};
 use common::{bits, Rng};
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
 use xla_bcast::stablehlo::{Executable, Program, Tensor, Value};
@@ -60,6 +62,11 @@ fn workloads_match_run_bit_for_bit() {
             let row = tensor(&mut rng, &[n], false);
             let row2 = tensor(&mut rng, &[n], false);
             check("bias_relu", &bias_relu(m, n), &[x.clone(), row.clone()]);
+            let (xt, r) = (
+                tensor(&mut rng, &[n, m], fortran),
+                tensor(&mut rng, &[m, n], false),
+            );
+            check("transposed_add_relu", &transposed_add_relu(m, n), &[xt, r]);
             check("layer_norm", &layer_norm(m, n), &[x.clone(), row, row2]);
             check("softmax 1", &softmax(m, n, 1), std::slice::from_ref(&x));
             check("softmax 0", &softmax(m, n, 0), std::slice::from_ref(&x));

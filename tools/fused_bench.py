@@ -1,5 +1,5 @@
-"""The workloads of `examples/fused_bench.rs` (bias + relu, layer norm, softmax over either dim,
-GELU, attention scores, a dense layer's backward; f32) side by side in one run: xla_bcast's
+"""The workloads of `examples/fused_bench.rs` (bias + relu; add + relu of a transposed input; layer
+norm, softmax over either dim, GELU, attention scores, a dense layer's backward; f32) side by side in one run: xla_bcast's
 compiled executable (allocating and into the caller's arrays), the same program op by op,
 ndarray where it can say the workload, NumPy (allocating, and with `out=` where the workload
 allows it), numexpr (2 threads, where it can express the workload) and XLA's CPU compiler
@@ -73,6 +73,14 @@ def numpy_systems(name, xs):
         s.append(("numpy_out", lambda: np.maximum(np.add(x, b, out=out), 0, out=out)))
         if ne:
             s.append(("numexpr", lambda: ne.evaluate("where(x + b > 0, x + b, 0)", local_dict={"x": x, "b": b})))
+    elif name == "transposed_add_relu":
+        x, r = xs
+        t = x.T
+        out = np.empty(t.shape, dtype=np.float32)
+        s.append(("numpy", lambda: np.maximum(t + r, 0)))
+        s.append(("numpy_out", lambda: np.maximum(np.add(t, r, out=out), 0, out=out)))
+        if ne:
+            s.append(("numexpr", lambda: ne.evaluate("where(t + r > 0, t + r, 0)", local_dict={"t": t, "r": r})))
     elif name == "layer_norm":
         x, g, b = xs
         def f():

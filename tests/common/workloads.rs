@@ -14,6 +14,20 @@ pub fn bias_relu(m: usize, n: usize) -> Program {
     p
 }
 
+/// `relu(x^T + r)`: `x` of `(N, M)` (an activation laid out feature-major, as a column-major
+/// producer leaves it) read transposed, `r` of `(M, N)` (a residual in the standard layout).
+pub fn transposed_add_relu(m: usize, n: usize) -> Program {
+    let mut p = Program::new("transposed_add_relu");
+    let x = p.parameter::<f32>(&[n, m]);
+    let r = p.parameter::<f32>(&[m, n]);
+    let t = p.broadcast_in_dim(x, &[m, n], &[1, 0]).unwrap();
+    let s = p.add(t, r, &[]).unwrap();
+    let zero = p.constant(0.0f32);
+    let y = p.max(s, zero, &[]).unwrap();
+    p.output(y).unwrap();
+    p
+}
+
 /// Layer norm over the last dim, statistics in the program, `(C,)` gamma and beta.
 pub fn layer_norm(m: usize, n: usize) -> Program {
     layer_norm_of(&[m, n])
