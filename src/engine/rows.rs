@@ -16,7 +16,9 @@
 //! ([`chunks_in_line`]).
 //!
 //! An input whose rows are contiguous is read in place, other inputs are gathered into the
-//! tile's buffer (one that is the same for every row once per range); an output is written in
+//! tile's buffer (one that is the same for every row once per range; one read across its rows,
+//! a transpose, in a chain without folds, by the register transposes ([`transpose_tile`]), a
+//! tile of 32 rows by a few hundred columns at a time); an output is written in
 //! place, or from the buffer: along its stride, or, for a large chain, with non-temporal
 //! stores ([`stream`]). In a large chain with folds, each tile asks for the next tile's input
 //! rows a part before each of its steps, so that memory streams while the steps compute. The
