@@ -520,7 +520,7 @@ fn unallocatable_row_chains_are_errors() {
 /// arithmetic.
 #[test]
 fn transposed_inputs_match_elementwise() {
-    use ndarray::{s, Dimension};
+    use ndarray::s;
     use xla_bcast::stablehlo::{StableHloElement, TensorView};
     use xla_bcast::XlaElement;
 
@@ -586,12 +586,8 @@ fn transposed_inputs_match_elementwise() {
         let sum = p.add(px, pc, &[]).unwrap();
         let y = p.mul(sum, pc, &[]).unwrap();
         p.output(y).unwrap();
-        let want = ArrayD::from_shape_fn(IxDyn(&[m, n]), |i| {
-            let (a, b) = (i.slice()[0], i.slice()[1]);
-            view[[a, b].as_slice()]
-                .xla_add(c[[a, b].as_slice()])
-                .xla_mul(c[[a, b].as_slice()])
-        });
+        let want =
+            ArrayD::from_shape_fn(IxDyn(&[m, n]), |i| view[&i].xla_add(c[&i]).xla_mul(c[&i]));
         let views = [TensorView::from(view.view()), TensorView::from(c.view())];
         run_all(&p, &views, &want, "backwards view");
     }
