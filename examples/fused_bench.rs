@@ -281,6 +281,27 @@ fn main() {
         println!("layer_norm {size} floor {pass:.4}");
         println!("softmax_last {size} floor {pass:.4}");
     }
+    // A real model's batch norm: the statistics of an `NHWC` activation over `(N, H, W)`.
+    let shape = vec![32usize, 56, 56, 64];
+    let (name, size, calls) = ("batch_norm", "32x56x56x64", 11);
+    let p = workloads::batch_norm_of(&shape);
+    let shapes = vec![shape.clone(), vec![64], vec![64]];
+    let (inputs, outs) = executable(name, size, &p, &shapes, calls);
+    let op_by_op = median(calls, &mut || {
+        drop(black_box(p.run(&inputs).expect("runs")))
+    });
+    println!("{name} {size} op_by_op {op_by_op:.4}");
+    texts.push(serde_json::json!({
+        "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
+    }));
+    let elements: usize = shape.iter().product();
+    let x = ndarray::Array1::from_shape_fn(elements, |i| (i % 2000) as f32 * 0.004 - 4.0);
+    let mut copy = ndarray::Array1::<f32>::zeros(elements);
+    let pass = median(calls, &mut || {
+        Zip::from(&mut copy).and(&x).par_for_each(|o, &v| *o = v);
+    });
+    println!("{name} {size} floor {pass:.4}");
+    drop((inputs, outs));
     if let Some(path) = modules {
         std::fs::write(&path, serde_json::to_string(&texts).expect("json")).expect("writable");
     }

@@ -5,7 +5,8 @@
 mod common;
 
 use common::workloads::{
-    attention, bias_relu, dense_backward, gelu, layer_norm, softmax, transposed_add_relu,
+    attention, batch_norm_of, bias_relu, dense_backward, gelu, layer_norm, norm_over, softmax,
+    transposed_add_relu,
 };
 use common::{bits, Rng};
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
@@ -78,6 +79,9 @@ fn workloads_match_run_bit_for_bit() {
     let x = tensor(&mut rng, &[2, 3, 17, 17], false);
     let mask = tensor(&mut rng, &[17, 17], true);
     check("attention", &attention(2, 3, 17), &[x, mask]);
+    let (g, b) = (tensor(&mut rng, &[8], false), tensor(&mut rng, &[8], false));
+    let x = tensor(&mut rng, &[4, 5, 6, 8], false);
+    check("batch_norm", &batch_norm_of(&[4, 5, 6, 8]), &[x, g, b]);
 }
 
 /// `convert` between every pair of the default element types, compiled (in loops with the
@@ -363,28 +367,20 @@ fn high_rank_chains_compile() {
     check("rank33", &p, &inputs);
 }
 
-/// Normalisation over the last dim of `shape`, with its per-row statistics as outputs too:
-/// `(x - mean) * rsqrt(var + eps)`, `mean`, `rsqrt(var + eps)`.
-fn norm_with_stats(shape: &[usize]) -> Program {
-    let rank = shape.len();
-    let outer: Vec<usize> = (0..rank - 1).collect();
-    let mut p = Program::new("norm_with_stats");
-    let x = p.parameter::<f32>(shape);
-    let count = p.constant(shape[rank - 1] as f32);
-    let sum = p.reduce_sum(x, &[rank - 1]).unwrap();
-    let mean = p.div(sum, count, &[]).unwrap();
-    let xc = p.sub(x, mean, &outer).unwrap();
-    let sq = p.mul(xc, xc, &[]).unwrap();
-    let ss = p.reduce_sum(sq, &[rank - 1]).unwrap();
-    let var = p.div(ss, count, &[]).unwrap();
-    let eps = p.constant(1e-5f32);
-    let ve = p.add(var, eps, &[]).unwrap();
-    let rstd = p.rsqrt(ve).unwrap();
-    let y = p.mul(xc, rstd, &outer).unwrap();
-    p.output(y).unwrap();
-    p.output(mean).unwrap();
-    p.output(rstd).unwrap();
-    p
+/// Integers: the max over `axis` of an `(m, n)` array subtracted back, and the max plus one
+/// kept; checked against `run`.
+fn int_max_subtracted(rng: &mut Rng, (m, n): (usize, usize), axis: usize) -> Executable {
+    let mut p = Program::new("int_max");
+    let x = p.parameter::<i32>(&[m, n]);
+    let mx = p.reduce_max(x, &[axis]).unwrap();
+    let d = p.sub(x, mx, &[1 - axis]).unwrap();
+    let one = p.constant(1i32);
+    let mx1 = p.add(mx, one, &[]).unwrap();
+    p.output(d).unwrap();
+    p.output(mx1).unwrap();
+    let values: Vec<i32> = (0..m * n).map(|_| rng.below(1000) as i32 - 500).collect();
+    let xi = Tensor::from(ArrayD::from_shape_vec(IxDyn(&[m, n]), values).unwrap());
+    check(&format!("int max over {axis}"), &p, &[xi])
 }
 
 /// Reductions over the last dim run with the nodes around them a tile of rows at a time, and
@@ -406,37 +402,24 @@ fn row_chains_match_run() {
         &[8, 16, 40],
         &[256, 1024],
     ] {
-        let p = norm_with_stats(shape);
-        let exe = check(
-            &format!("norm {shape:?}"),
-            &p,
-            &[tensor(&mut rng, shape, false)],
+        let rank = shape.len();
+        let p = norm_over(shape, &[rank - 1], true);
+        let (g, b) = (
+            tensor(&mut rng, &shape[..rank - 1], false),
+            tensor(&mut rng, &shape[..rank - 1], false),
         );
+        let x = tensor(&mut rng, shape, false);
+        let exe = check(&format!("norm {shape:?}"), &p, &[x, g.clone(), b.clone()]);
         assert!(
             format!("{exe:?}").contains("Rows"),
             "{shape:?}: no row chain"
         );
-        if shape.len() > 1 {
-            check(
-                &format!("norm F {shape:?}"),
-                &p,
-                &[tensor(&mut rng, shape, true)],
-            );
+        if rank > 1 {
+            let xf = tensor(&mut rng, shape, true);
+            check(&format!("norm F {shape:?}"), &p, &[xf, g, b]);
         }
     }
-    // Integers: a row's max subtracted, and the max kept.
-    let (m, n) = (9, 70);
-    let mut p = Program::new("int_rows");
-    let x = p.parameter::<i32>(&[m, n]);
-    let mx = p.reduce_max(x, &[1]).unwrap();
-    let d = p.sub(x, mx, &[0]).unwrap();
-    let one = p.constant(1i32);
-    let mx1 = p.add(mx, one, &[]).unwrap();
-    p.output(d).unwrap();
-    p.output(mx1).unwrap();
-    let values: Vec<i32> = (0..m * n).map(|_| rng.below(1000) as i32 - 500).collect();
-    let xi = Tensor::from(ArrayD::from_shape_vec(IxDyn(&[m, n]), values).unwrap());
-    let exe = check("int_rows", &p, &[xi]);
+    let exe = int_max_subtracted(&mut rng, (9, 70), 1);
     assert!(format!("{exe:?}").contains("Rows"));
     // A softmax over the last dim of the layer-norm output: two row chains' worth of
     // reductions in one.
@@ -454,6 +437,66 @@ fn row_chains_match_run() {
         tensor(&mut rng, &[50], false),
     ];
     check("layer_norm softmax", &p, &inputs);
+}
+
+/// Reductions over leading dims run with the nodes around them by rows of columns,
+/// and give `run`'s bits: one fold and several, rank 2 and 3, one leading dim and two, folds
+/// small enough for one thread and large enough to fold in blocks, tiles of every row (the
+/// last one narrower) and sweeps over bands of rows (9,000 of them), per-column inputs and
+/// outputs, integers; an input in F order (a fold `run` makes in another order) and a column
+/// of one element node by node.
+#[test]
+fn leading_dim_chains_match_run() {
+    let mut rng = Rng(0x5eed_1ead_d1a5_0001);
+    let tiled = |exe: &Executable| format!("{exe:?}").contains("Leading");
+    for (shape, k) in [
+        (&[2usize, 3][..], 1),
+        (&[5, 40], 1),
+        (&[300, 17], 1),
+        (&[3, 4, 33], 1),
+        (&[4, 6, 50], 2),
+        (&[512, 512], 1),
+        (&[8, 64, 40], 2),
+        (&[9000, 24], 1),
+        (&[300, 40, 3], 2),
+    ] {
+        let folded: Vec<usize> = (0..k).collect();
+        let p = norm_over(shape, &folded, true);
+        let (g, b) = (
+            tensor(&mut rng, &shape[k..], false),
+            tensor(&mut rng, &shape[k..], false),
+        );
+        let x = tensor(&mut rng, shape, false);
+        let exe = check(
+            &format!("norm {shape:?}"),
+            &p,
+            &[x.clone(), g.clone(), b.clone()],
+        );
+        assert!(tiled(&exe), "{shape:?}: no chain over its leading dims");
+        let chains = format!("{exe:?}").matches("Rows(").count();
+        assert_eq!(chains, 1, "{shape:?}: the per-column steps join the chain");
+        if shape.iter().product::<usize>() < 50_000 {
+            let xf = tensor(&mut rng, shape, true);
+            check(&format!("norm F {shape:?}"), &p, &[xf, g, b]);
+        }
+        if k == 1 && shape.len() == 2 {
+            let exe = check("softmax 0", &softmax(shape[0], shape[1], 0), &[x]);
+            assert!(
+                tiled(&exe),
+                "{shape:?}: softmax has no chain over its leading dims"
+            );
+        }
+    }
+    let p = norm_over(&[40, 1], &[0], true);
+    let inputs = [
+        tensor(&mut rng, &[40, 1], false),
+        tensor(&mut rng, &[1], false),
+        tensor(&mut rng, &[1], false),
+    ];
+    check("norm of one column", &p, &inputs);
+    assert!(tiled(&int_max_subtracted(&mut rng, (70, 9), 0)));
+    // A fold whose value only leaves the chain (a bias gradient) is a reduction after a group.
+    assert!(!tiled(&dense_backward(64, 300).compile().unwrap()));
 }
 
 /// An output that a later stage reads (the dense backward's `dz`, read by its bias-gradient
@@ -512,6 +555,24 @@ fn unallocatable_row_chains_are_errors() {
     if usize::BITS == 64 {
         assert!(matches!(p.run(&x), Err(BroadcastError::Allocation { .. })));
     }
+    // The same over columns: each column's sum subtracted back (2^63 bytes of result on
+    // 64-bit targets).
+    if usize::BITS < 64 {
+        return;
+    }
+    let mut p = Program::new("huge_columns");
+    let x = p.parameter::<f32>(&[1]);
+    let b = p.broadcast_in_dim(x, &[2, n], &[0]).unwrap();
+    let s = p.reduce_sum(b, &[0]).unwrap();
+    let d = p.sub(b, s, &[1]).unwrap();
+    p.output(d).unwrap();
+    let exe = p.compile().unwrap();
+    assert!(format!("{exe:?}").contains("Leading"));
+    let x = [Tensor::from(ArrayD::<f32>::ones(IxDyn(&[1])))];
+    assert!(matches!(
+        exe.run(&x),
+        Err(BroadcastError::Allocation { .. })
+    ));
 }
 
 /// `(t + c) * c` for a `t` read across its rows (a transpose, whole or in part of a higher

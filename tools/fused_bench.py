@@ -1,5 +1,6 @@
 """The workloads of `examples/fused_bench.rs` (bias + relu; add + relu of a transposed input; layer
-norm, softmax over either dim, GELU, attention scores, a dense layer's backward; f32) side by side in one run: xla_bcast's
+norm, softmax over either dim, GELU, attention scores, a dense layer's backward, a batch norm; f32)
+side by side in one run: xla_bcast's
 compiled executable (allocating and into the caller's arrays), the same program op by op,
 ndarray where it can say the workload, NumPy (allocating, and with `out=` where the workload
 allows it), numexpr (2 threads, where it can express the workload) and XLA's CPU compiler
@@ -39,8 +40,9 @@ except ImportError:
     jax = None
 
 # (size label, calls): the two square sizes of every workload, then real models' shapes
-# (normalisation and softmax over the last dim).
-SIZES = [("512x512", 41), ("4096x4096", 7), ("8x512x1024", 11), ("4096x1024", 11)]
+# (normalisation and softmax over the last dim; a batch norm over all dims but the last).
+SIZES = [("512x512", 41), ("4096x4096", 7), ("8x512x1024", 11), ("4096x1024", 11),
+         ("32x56x56x64", 11)]
 
 
 def median_ms(calls, f):
@@ -88,6 +90,15 @@ def numpy_systems(name, xs):
             xc = x - mu
             var = (xc * xc).mean(axis=-1, keepdims=True)
             return xc / np.sqrt(var + np.float32(1e-5)) * g + b
+        s.append(("numpy", f))
+    elif name == "batch_norm":
+        x, g, b = xs
+        axes = tuple(range(x.ndim - 1))
+        def f():
+            mu = x.mean(axis=axes, keepdims=True)
+            xc = x - mu
+            var = (xc * xc).mean(axis=axes, keepdims=True)
+            return xc * (g / np.sqrt(var + np.float32(1e-5))) + b
         s.append(("numpy", f))
     elif name.startswith("softmax"):
         (x,) = xs

@@ -22,6 +22,8 @@
 //! a tile at a time ([`rows`]), on the same planner, buffers and split.
 
 mod alloc;
+#[cfg(feature = "stablehlo")]
+pub(crate) mod columns;
 mod fresh;
 mod kernel;
 mod operand;

@@ -380,7 +380,17 @@ fn partial_count(src: &Operand<'_>, acc: &[isize], order: FoldOrder) -> usize {
     let plan = plan(src.shape, acc, &src.strides, order);
     let rows = plan.dims[0];
     let folds_outer = plan.strides[0][0] == 0 && rows > 1;
-    match parallel::is_small(plan.len.saturating_mul(src.size)) || !folds_outer {
+    match folds_outer {
+        true => outer_blocks(rows, plan.len.saturating_mul(src.size)),
+        false => 0,
+    }
+}
+
+/// How many blocks a fold of `rows` outer indices, of `bytes` of source, cuts its outermost dim
+/// into, each folded into a partial accumulator and the partials then in order: none for a fold
+/// small enough to run on one thread.
+pub(crate) fn outer_blocks(rows: usize, bytes: usize) -> usize {
+    match parallel::is_small(bytes) {
         true => 0,
         false => REDUCE_BLOCKS.min(rows),
     }

@@ -1,14 +1,17 @@
 //! [`Program::compile`]: the program's ops grouped into chains that make one pass over memory,
-//! run by the engine's one executor ([`crate::engine::rows`]) a tile at a time, their
+//! run by the engine's row executor ([`crate::engine::rows`]) a tile at a time, their
 //! intermediates in per-thread buffers.
 //!
 //! First, reductions over the last dim gather the elementwise nodes around them into row
 //! chains (`Program::row_chains`): the nodes at the reduced shape's full shape and, per row,
 //! at its outer shape, so that a layer norm, a softmax or attention scores run a tile of rows
-//! through every step. Then the other elementwise nodes of one shape whose operands are
-//! computed before them (or among them) join a group, a chain without folds. A chain closes
-//! when something outside it reads one of its members (a reduction over another dim, another
-//! shape's chain): that member is then written to an array, and so is every program output.
+//! through every step. Reductions over leading dims do the same where the chain reads their
+//! values back along its rows (a softmax over the first dim, a batch norm): per column, at
+//! the trailing dims, run by [`crate::engine::columns`]. Then the other elementwise nodes of
+//! one shape whose operands are computed before them (or among them) join a group, a chain
+//! without folds. A chain closes when something outside it reads one of its members (a
+//! reduction over another dim, another shape's chain): that member is then written to an
+//! array, and so is every program output.
 //! `broadcast_in_dim` is a stride-0 read of its operand, never a copy. Other reductions run as
 //! in [`Program::run`]. The kernels and folds are those of `Program::run`, so the results are
 //! its own, bit for bit. A chain of one op runs on the engine's walk, as the op called
@@ -20,6 +23,7 @@ use super::eval::{eval, mismatch};
 use super::{
     Direction, ElementType, Held, Op, Program, Reduction, Tensor, TensorView, Unwritten, Value,
 };
+use crate::engine::columns;
 use crate::engine::rows::{self, RowStep, MAX_OPERANDS};
 use crate::engine::table::{self, Kernel};
 use crate::engine::Strides;
@@ -126,15 +130,16 @@ enum Member {
 enum Stage {
     /// A node evaluated as [`Program::run`] does (a reduction).
     Node(usize),
-    /// A chain of elementwise ops and reductions over the last dim, run a tile at a time.
+    /// A chain of elementwise ops and reductions over the last dim or leading dims.
     Rows(Box<Rows>),
 }
 
-/// A chain over `shape` (its last dim the rows'): the members are at `shape` (full) or at
-/// `shape` without its last dim (per row). Registers `0..inputs.len()` read the inputs (a value
-/// placed by dims at `shape`, or per row at the outer shape), the next `outputs.len()` are the
-/// members written to arrays, the rest the members kept in the tile's buffers (intermediates
-/// share them once their last reader has run).
+/// A chain over `shape`: the members are at `shape` (full) or at the dims its folds keep (per
+/// row: `shape` without its last dim, or, folding leading dims, its trailing dims).
+/// Registers `0..inputs.len()` read the inputs (a value placed by dims at `shape`, or per row
+/// at the kept dims), the next `outputs.len()` are the members written to arrays, the rest the
+/// members kept in the tile's buffers (intermediates share them once their last reader has
+/// run).
 #[derive(Debug, Clone)]
 struct Rows {
     shape: Vec<usize>,
@@ -152,6 +157,8 @@ struct Rows {
     /// For each of `outputs`, whether nothing after the chain reads it.
     last_use: Vec<bool>,
     per_row: Vec<bool>,
+    /// The dims its folds fold away (a chain without folds: the last, which it has none of).
+    folded: Folded,
     sizes: Vec<usize>,
     steps: Vec<RowStep>,
     /// The rank-0 tensors the folds start from.
@@ -170,13 +177,58 @@ struct RowInput {
 /// Operands, each with the dims that place it at its reader's shape.
 type Placements = Vec<(Value, Vec<usize>)>;
 
+/// The dims of a chain's shape that its folds fold away: the last (rows), or the first `k`
+/// (columns: the per-row values are then per column, at the trailing dims).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Folded {
+    Last,
+    Leading(usize),
+}
+
+impl Folded {
+    /// What a reduction over `axes` of a value of rank `rank` folds, if a chain can take it.
+    fn of(axes: &[usize], rank: usize) -> Option<Folded> {
+        let leading = axes.iter().enumerate().all(|(d, &a)| a == d);
+        match axes.len() {
+            1 if rank > 0 && axes[0] == rank - 1 => Some(Folded::Last),
+            k if leading && k > 0 && k < rank => Some(Folded::Leading(k)),
+            _ => None,
+        }
+    }
+
+    /// The dims of a chain's shape of rank `rank` that its per-row values span.
+    fn kept(self, rank: usize) -> std::ops::Range<usize> {
+        match self {
+            Folded::Last => 0..rank.saturating_sub(1),
+            Folded::Leading(k) => k..rank,
+        }
+    }
+}
+
 /// A row chain while the program is read.
 struct RowBuild {
     shape: Vec<usize>,
+    /// What its folds fold: `None` until one joins.
+    folded: Option<Folded>,
     /// Its first member: every value it reads from outside comes before it.
     first: usize,
     members: Vec<usize>,
     folds: usize,
+}
+
+/// Whether `strides` lay out `shape` in row-major order, one element after another (dims of
+/// size 1 aside): the layout a fresh array of `shape` has.
+pub(crate) fn row_major(shape: &[usize], strides: &[isize]) -> bool {
+    let mut expect = 1isize;
+    for (&d, &s) in shape.iter().zip(strides).rev() {
+        if d > 1 {
+            if s != expect {
+                return false;
+            }
+            expect *= d as isize;
+        }
+    }
+    true
 }
 
 /// A rank-0 tensor of `ty`: what stands in the caller's array while it is lent to a value.
@@ -196,12 +248,15 @@ struct Building {
 /// Intermediates (registers from `first_temp` on) share buffers once their last reader has run
 /// (numexpr's temporaries), so a chain's working set stays a few tiles, in L1/L2: each step's
 /// output takes the first free buffer of its kind (full or per row), grown to the largest
-/// element it holds. A step never writes a buffer it reads.
+/// element it holds. A step never writes a buffer it reads. Without `share_per_row`, each
+/// per-row register keeps its own: a chain that folds leading dims reads them again in a later
+/// sweep over its rows ([`crate::engine::columns`]).
 fn share_temps(
     steps: &mut [RowStep],
     sizes: &mut Vec<usize>,
     per_row: &mut Vec<bool>,
     first_temp: usize,
+    share_per_row: bool,
 ) {
     let reads = |st: &RowStep, r: usize| match *st {
         RowStep::Map { kernel, args, .. } => args[..kernel.inputs()].contains(&r),
@@ -219,9 +274,10 @@ fn share_temps(
             continue;
         }
         let last = steps.iter().rposition(|st| reads(st, r));
+        let shares = share_per_row || !per_row[r];
         let free = slots
             .iter()
-            .position(|&(_, kind, end)| kind == per_row[r] && end.is_some_and(|e| e < k));
+            .position(|&(_, kind, end)| shares && kind == per_row[r] && end.is_some_and(|e| e < k));
         let slot = match free {
             Some(f) => {
                 slots[f] = (slots[f].0.max(sizes[r]), per_row[r], last);
@@ -509,7 +565,7 @@ impl Program {
         match &node.op {
             Op::Reduce { op, x, axes } => {
                 let shape = &self.nodes[x.index].shape;
-                let rows = !shape.is_empty() && axes[..] == [shape.len() - 1];
+                let rows = Folded::of(axes, shape.len()).is_some();
                 let folds = self.nodes[x.index].ty.fold_kernel(*op).is_some();
                 let dims = iota(shape.len()).to_vec();
                 (rows && folds).then(|| (shape.clone(), vec![(*x, dims)]))
@@ -538,7 +594,19 @@ impl Program {
         let node = &self.nodes[i];
         let rank = b.shape.len();
         let full = node.shape == b.shape;
-        let per_row = node.shape[..] == b.shape[..rank - 1];
+        // The chain's folds, or those this node brings.
+        let folded = match &node.op {
+            Op::Reduce { x, axes, .. } => {
+                let brings = Folded::of(axes, self.nodes[x.index].shape.len());
+                if b.folded.is_some() && b.folded != brings {
+                    return false;
+                }
+                brings
+            }
+            _ => b.folded,
+        };
+        let kept = folded.map(|f| f.kept(rank));
+        let per_row = kept.clone().is_some_and(|k| node.shape[..] == b.shape[k]);
         let member = |v: &Value| chain_of[v.index] == Some(g);
         let before = |v: &Value| {
             v.index < b.first || matches!(self.nodes[v.index].op, Op::Parameter | Op::Constant(_))
@@ -547,7 +615,11 @@ impl Program {
             let v_full = self.nodes[v.index].shape == b.shape;
             match (full, v_full) {
                 (true, true) => dims == iota(rank).as_slice(),
-                (_, false) => dims == iota(rank - 1).as_slice(),
+                // A per-row value along a full node's rows, or as it is at a per-row node.
+                (true, false) => kept.clone().is_some_and(|k| dims.iter().copied().eq(k)),
+                (false, false) => kept
+                    .clone()
+                    .is_some_and(|k| dims == iota(k.len()).as_slice()),
                 (false, true) => false,
             }
         };
@@ -592,6 +664,7 @@ impl Program {
                 None => {
                     chains.push(RowBuild {
                         shape,
+                        folded: None,
                         first: i,
                         members: Vec::new(),
                         folds: 0,
@@ -605,11 +678,33 @@ impl Program {
                 }
             };
             chains[g].members.push(i);
-            chains[g].folds += usize::from(matches!(self.nodes[i].op, Op::Reduce { .. }));
+            if let Op::Reduce { x, axes, .. } = &self.nodes[i].op {
+                chains[g].folds += 1;
+                chains[g].folded = Folded::of(axes, self.nodes[x.index].shape.len());
+            }
             chain_of[i] = Some(g);
         }
-        chains.retain(|c| c.folds > 0);
+        // A chain over leading dims pays where a value it folds is read back along its rows
+        // (a softmax, a batch norm): then what the folds read never reaches memory. One whose
+        // folds' values only leave it (a bias gradient) runs as before: its elementwise nodes
+        // in a group, its reductions after (`BENCHMARKS.md`, "Column chains").
+        chains.retain(|c| c.folds > 0 && (c.folded == Some(Folded::Last) || self.reads_back(c)));
         chains
+    }
+
+    /// Whether a node of chain `c` at its full shape reads a per-row member.
+    fn reads_back(&self, c: &RowBuild) -> bool {
+        c.members.iter().any(|&i| {
+            let node = &self.nodes[i];
+            node.shape == c.shape
+                && !matches!(node.op, Op::Reduce { .. })
+                && node
+                    .op
+                    .operands()
+                    .into_iter()
+                    .flatten()
+                    .any(|v| c.members.contains(&v.index) && self.nodes[v.index].shape != c.shape)
+        })
     }
 
     /// The row chain of `b`, writing the members `needed` says to arrays.
@@ -696,7 +791,15 @@ impl Program {
                 }
             });
         }
-        share_temps(&mut steps, &mut sizes, &mut per_row, base + outputs.len());
+        let share_per_row = b.folded == Some(Folded::Last);
+        let first_temp = base + outputs.len();
+        share_temps(
+            &mut steps,
+            &mut sizes,
+            &mut per_row,
+            first_temp,
+            share_per_row,
+        );
         Ok(Rows {
             shape: b.shape.clone(),
             members: b.members.clone(),
@@ -706,6 +809,7 @@ impl Program {
             last_use: vec![true; outputs.len()],
             outputs,
             per_row,
+            folded: b.folded.unwrap_or(Folded::Last),
             sizes,
             steps,
             identities,
@@ -812,7 +916,13 @@ impl Program {
             });
         }
         let mut per_row = vec![false; sizes.len()];
-        share_temps(&mut steps, &mut sizes, &mut per_row, base + outputs.len());
+        share_temps(
+            &mut steps,
+            &mut sizes,
+            &mut per_row,
+            base + outputs.len(),
+            true,
+        );
         Ok(Rows {
             shape: shape.to_vec(),
             members: members.to_vec(),
@@ -822,6 +932,7 @@ impl Program {
             last_use: vec![true; outputs.len()],
             outputs,
             per_row,
+            folded: Folded::Last,
             sizes,
             steps,
             identities: Vec::new(),
@@ -1143,10 +1254,7 @@ impl Executable {
         let program = &self.program;
         // A chain without folds may be rank 0; one with them is not.
         let rank = r.shape.len();
-        let (outer, n) = match r.shape.split_last() {
-            Some((&n, outer)) => (outer, n),
-            None => (&r.shape[..], 1),
-        };
+        let n = r.shape.last().copied().unwrap_or(1);
         let value = |v: usize| values[v].as_ref().expect("values are made in order");
         // Each member's layout in `Program::run` (from its operands' layouts).
         let mut layout: Vec<Strides> = Vec::with_capacity(r.members.len());
@@ -1172,24 +1280,34 @@ impl Executable {
             }
             layout.push(crate::engine::strides_like(&node.shape, &placed_refs));
         }
-        let contiguous = |v: usize| match r.members.iter().position(|&m| m == v) {
-            Some(j) => layout[j][rank - 1] == 1,
-            None => value(v).strides()[rank - 1] == 1,
+        let laid = |v: usize| match r.members.iter().position(|&m| m == v) {
+            Some(j) => &layout[j][..],
+            None => value(v).strides(),
         };
-        let by_rows = r.shape.iter().all(|&d| d > 0)
+        // Where `Program::run` folds a source over its last dim along contiguous rows, or over
+        // its leading dims row after row of a row-major array, the chain folds in its order.
+        let in_order = |v: usize| match r.folded {
+            Folded::Last => n == 1 || laid(v)[rank - 1] == 1,
+            Folded::Leading(_) => row_major(&r.shape, laid(v)),
+        };
+        let mut by_rows = r.shape.iter().all(|&d| d > 0)
             && r.members.iter().zip(&r.reads).all(|(&i, read)| {
-                !matches!(program.nodes[i].op, Op::Reduce { .. })
-                    || n == 1
-                    || contiguous(read[0].0.index)
+                !matches!(program.nodes[i].op, Op::Reduce { .. }) || in_order(read[0].0.index)
             });
-        if !by_rows {
-            for &i in &r.members {
-                let get = |v: &Value| values[v.index].as_ref().expect("values are made in order");
-                let out = eval(&program.nodes[i], &get)?;
-                values[i] = Some(Held::Owned(out));
+        // The inputs, each at the chain's shape or, per row, at the kept dims.
+        let per_row_at = &r.shape[r.folded.kept(rank)];
+        let place_inputs = || -> Result<Vec<Operand<'_>>> {
+            let mut placed = Vec::with_capacity(r.sizes.len());
+            for input in &r.inputs {
+                let at = if input.per_row {
+                    per_row_at
+                } else {
+                    &r.shape[..]
+                };
+                placed.push(value(input.value).placed("run", at, &input.dims)?);
             }
-            return Ok(());
-        }
+            Ok(placed)
+        };
         // The caller's arrays the outputs are written to: those nothing after reads, and those
         // laid out as `Program::run` lays them out (lent to the later stages).
         let member_layout =
@@ -1200,6 +1318,30 @@ impl Executable {
                 let same = direct[d].strides() == &member_layout(r.outputs[k])[..];
                 *to = (r.last_use[k] || same).then_some(d);
             }
+        }
+        if let (Folded::Leading(k), true) = (r.folded, by_rows) {
+            // A tile of columns reads each input and writes each output along its rows.
+            let mut lays: Vec<(&[isize], bool, bool)> = Vec::with_capacity(r.sizes.len());
+            let placed = place_inputs()?;
+            for (o, input) in placed.iter().zip(&r.inputs) {
+                lays.push((&o.strides, input.per_row, false));
+            }
+            for (j, &m) in r.outputs.iter().enumerate() {
+                let strides = match target[j] {
+                    Some(d) => direct[d].strides(),
+                    None => &member_layout(m)[..],
+                };
+                lays.push((strides, r.per_row[r.inputs.len() + j], true));
+            }
+            by_rows = crate::engine::columns::fits(&r.shape, k, &lays);
+        }
+        if !by_rows {
+            for &i in &r.members {
+                let get = |v: &Value| values[v.index].as_ref().expect("values are made in order");
+                let out = eval(&program.nodes[i], &get)?;
+                values[i] = Some(Held::Owned(out));
+            }
+            return Ok(());
         }
         let mut fresh: Vec<(usize, Member)> = Vec::new();
         for (k, &m) in r.outputs.iter().enumerate() {
@@ -1214,11 +1356,8 @@ impl Executable {
             }
         }
         {
-            let mut operands: Vec<Operand<'_>> = Vec::with_capacity(r.sizes.len());
-            for input in &r.inputs {
-                let at = if input.per_row { outer } else { &r.shape[..] };
-                operands.push(value(input.value).placed("run", at, &input.dims)?);
-            }
+            let mut operands = place_inputs()?;
+            operands.reserve(r.outputs.len());
             let allocated = fresh.iter().any(|(_, t)| matches!(t, Member::Fresh(_)));
             let mut fresh_iter = fresh.iter_mut();
             let mut slots: Vec<Option<&mut Tensor>> = Vec::with_capacity(direct.len());
@@ -1276,15 +1415,20 @@ impl Executable {
                     steps: &r.steps,
                     identities: &identities,
                 };
-                // SAFETY: the kernels and folds were chosen for their registers' types
-                // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor of
-                // its type; each step reads inputs or earlier steps' registers and each member
-                // is written by its one step; the outputs are fresh arrays or the caller's
-                // (borrowed mutably, distinct from the inputs) of their members' shapes; the
-                // inputs are placed at the chain's shape or, per row, at its outer shape; a
-                // chain with folds has no dim of size 0, one without at most `MAX_OPERANDS`
-                // operands (`Program::compile` bounds its groups).
-                unsafe { rows::run(&r.shape, &chain) }?;
+                match r.folded {
+                    // SAFETY: the kernels and folds were chosen for their registers' types
+                    // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor
+                    // of its type; each step reads inputs or earlier steps' registers and each
+                    // member is written by its one step; the outputs are fresh arrays or the
+                    // caller's (borrowed mutably, distinct from the inputs) of their members'
+                    // shapes; the inputs are placed at the chain's shape or, per row, at its
+                    // outer shape; a chain with folds has no dim of size 0, one without at most
+                    // `MAX_OPERANDS` operands (`Program::compile` bounds its groups).
+                    Folded::Last => unsafe { rows::run(&r.shape, &chain) }?,
+                    // SAFETY: as above, the per-row registers being per column (at the trailing
+                    // dims), none sharing another's buffer (`Program::rows`); `fits` held.
+                    Folded::Leading(k) => unsafe { columns::run(&r.shape, k, &chain) }?,
+                }
             }
         }
         for (m, t) in fresh {

@@ -58,6 +58,45 @@ pub fn layer_norm_of(shape: &[usize]) -> Program {
     p
 }
 
+/// Normalisation over dims `folded` of `shape` (sorted): `(x - mean) * rsqrt(var + eps)`,
+/// scaled by gamma and shifted by beta, both at the kept dims; with `stats`, the mean and the
+/// reciprocal deviation are outputs too.
+pub fn norm_over(shape: &[usize], folded: &[usize], stats: bool) -> Program {
+    let kept: Vec<usize> = (0..shape.len()).filter(|d| !folded.contains(d)).collect();
+    let at_kept: Vec<usize> = kept.iter().map(|&d| shape[d]).collect();
+    let count: usize = folded.iter().map(|&d| shape[d]).product();
+    let mut p = Program::new("norm");
+    let x = p.parameter::<f32>(shape);
+    let g = p.parameter::<f32>(&at_kept);
+    let b = p.parameter::<f32>(&at_kept);
+    let count = p.constant(count as f32);
+    let sum = p.reduce_sum(x, folded).unwrap();
+    let mean = p.div(sum, count, &[]).unwrap();
+    let xc = p.sub(x, mean, &kept).unwrap();
+    let sq = p.mul(xc, xc, &[]).unwrap();
+    let ss = p.reduce_sum(sq, folded).unwrap();
+    let var = p.div(ss, count, &[]).unwrap();
+    let eps = p.constant(1e-5f32);
+    let ve = p.add(var, eps, &[]).unwrap();
+    let rstd = p.rsqrt(ve).unwrap();
+    let scale = p.mul(rstd, g, &[]).unwrap();
+    let xs = p.mul(xc, scale, &kept).unwrap();
+    let y = p.add(xs, b, &kept).unwrap();
+    p.output(y).unwrap();
+    if stats {
+        p.output(mean).unwrap();
+        p.output(rstd).unwrap();
+    }
+    p
+}
+
+/// Batch norm in training (the batch's statistics) over every dim of `shape` but the last, the
+/// channels of an `NHWC` activation; gamma and beta per channel.
+pub fn batch_norm_of(shape: &[usize]) -> Program {
+    let folded: Vec<usize> = (0..shape.len() - 1).collect();
+    norm_over(shape, &folded, false)
+}
+
 /// Softmax over `axis` of a 2-D array.
 pub fn softmax(m: usize, n: usize, axis: usize) -> Program {
     let mut p = Program::new("softmax");
