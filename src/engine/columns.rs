@@ -17,12 +17,12 @@
 //! gives, each into a partial row and the partials then in order, with the table fold
 //! ([`FoldFn`]): the order in which [`reduce::reduce_table`] folds a row-major array over its
 //! leading dims, so the results are a reduction's run alone, bit for bit. The threads share a
-//! sweep's blocks, or the tiles.
+//! sweep's blocks, or the tiles. `BENCHMARKS.md` ("Column chains") has what each way pays.
 
 use super::kernel::{Block, Line};
 use super::parallel;
 use super::reduce::{self, FoldFn};
-use super::rows::{call, prefetch_line, RowChain, RowStep, PREFETCH_MIN_BYTES};
+use super::rows::{call, RowChain, RowStep};
 use super::stage;
 use super::table::copy_strided;
 use crate::error::{BroadcastError, Result};
@@ -133,8 +133,6 @@ struct Sweeps<'a> {
     rows: usize,
     width: usize,
     bands: bool,
-    /// Whether a band fetches the next band's input rows ahead.
-    prefetch: bool,
 }
 
 /// Runs `chain` over `shape`, its folds over the first `k` dims, as the module says.
@@ -243,7 +241,6 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
         rows,
         width,
         bands: !tiled,
-        prefetch: traffic >= PREFETCH_MIN_BYTES,
     };
     if tiled {
         let result = std::sync::Mutex::new(Ok(()));
@@ -589,23 +586,6 @@ impl Sweeps<'_> {
                 }
             }
         }
-        // The inputs read in place: in a large chain, the next band's rows of them are fetched
-        // a part before each step, so that memory streams while the steps compute (the row
-        // executor's way).
-        let mut ahead: Vec<(*const u8, usize)> = Vec::new();
-        for &j in steps.iter().filter(|_| self.prefetch) {
-            let reads = match chain.steps[j] {
-                RowStep::Map { kernel, args, .. } => args[..kernel.inputs()].to_vec(),
-                RowStep::Fold { src, .. } => vec![src],
-            };
-            for a in reads {
-                let in_place = a < n_ops && !chain.written[a] && !chain.per_row[a];
-                if in_place && !self.lays[a].splat && !ahead.iter().any(|&(_, r)| r == a) {
-                    // SAFETY: element 0 of the operand, from which its offsets count.
-                    ahead.push((unsafe { chain.operands[a].at(0) }.cast_const(), a));
-                }
-            }
-        }
         let work = |buffer: &mut [Line]| {
             let buf = buffer.as_mut_ptr().cast::<u8>();
             for &r in &repeated {
@@ -624,20 +604,7 @@ impl Sweeps<'_> {
                 let count = self.rows.min(rows.end - r0);
                 for c0 in (0..self.n).step_by(self.width) {
                     let width = self.width.min(self.n - c0);
-                    let parts = steps.len();
-                    for (k, &j) in steps.iter().enumerate() {
-                        for &(first, z) in &ahead {
-                            // The next band's rows of the input, `bytes` each; past the array
-                            // for the last band: a prefetch never faults.
-                            let (down, bytes) = (self.lays[z].down, width * chain.sizes[z]);
-                            let band = (count * bytes).div_ceil(64);
-                            for line in band * k / parts..band * (k + 1) / parts {
-                                let (row, at) = (line * 64 / bytes, line * 64 % bytes);
-                                let elem = (r0 + count + row) as isize * down + c0 as isize;
-                                let row_at = first.wrapping_offset(elem * chain.sizes[z] as isize);
-                                prefetch_line(row_at.wrapping_add(at));
-                            }
-                        }
+                    for &j in steps {
                         match fold {
                             Some((f, acc)) if f.step == j => {
                                 // SAFETY: the band's rows of the source, `down` bytes apart,

@@ -47,7 +47,7 @@ const TILE_BYTES: usize = 16 << 10;
 
 /// The traffic from which a chain with folds fetches each next tile ahead: one larger than the
 /// caches of a core (its inputs come from memory).
-pub(super) const PREFETCH_MIN_BYTES: usize = 4 << 20;
+const PREFETCH_MIN_BYTES: usize = 4 << 20;
 
 /// Bytes of the widest register's chunk in a chain without: 1,024 `f32`s, in L1.
 const CHUNK_BYTES: usize = 4 << 10;
@@ -687,7 +687,7 @@ unsafe fn tile(
 
 /// Asks for the cache line at `p` (any address: a prefetch never faults).
 #[inline(always)]
-pub(super) fn prefetch_line(p: *const u8) {
+fn prefetch_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing and faults on no address.
     unsafe {
