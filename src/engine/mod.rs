@@ -19,7 +19,8 @@
 //! the kernel's loops, not a copy of the engine. Kernels chosen at run time per op and element
 //! type ([`table`], what programs run on) take the same walk. Reductions ([`reduce()`]) use the
 //! same planner and the kernels' fold. Compiled programs run chains of table kernels and folds
-//! a tile at a time ([`rows`]), on the same planner, buffers and split.
+//! a tile at a time ([`rows`]), on the same planner, buffers and split; chains that fold
+//! leading dims, by tiles of columns or sweeps over bands of rows ([`columns`]).
 
 mod alloc;
 #[cfg(feature = "stablehlo")]

@@ -218,7 +218,7 @@ struct RowBuild {
 
 /// Whether `strides` lay out `shape` in row-major order, one element after another (dims of
 /// size 1 aside): the layout a fresh array of `shape` has.
-pub(crate) fn row_major(shape: &[usize], strides: &[isize]) -> bool {
+fn row_major(shape: &[usize], strides: &[isize]) -> bool {
     let mut expect = 1isize;
     for (&d, &s) in shape.iter().zip(strides).rev() {
         if d > 1 {
