@@ -6,7 +6,7 @@ mod common;
 
 use common::workloads::{
     attention, batch_norm_of, bias_relu, dense_backward, gelu, layer_norm, norm_over, softmax,
-    transposed_add_relu,
+    softmax_last_of, transposed_add_relu,
 };
 use common::{bits, Rng};
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
@@ -495,8 +495,28 @@ fn leading_dim_chains_match_run() {
     ];
     check("norm of one column", &p, &inputs);
     assert!(tiled(&int_max_subtracted(&mut rng, (70, 9), 0)));
-    // A fold whose value only leaves the chain (a bias gradient) is a reduction after a group.
+    // A fold whose value only leaves the chain (a bias gradient) is a reduction after a group,
+    // and the nodes after it still join the chain they would have joined without it: `x * 3`
+    // in the softmax's chain over the last dim.
     assert!(!tiled(&dense_backward(64, 300).compile().unwrap()));
+    let mut p = softmax_last_of(&[64, 300]);
+    let x = p.parameters()[0];
+    let g = p.reduce_sum(x, &[0]).unwrap();
+    let three = p.constant(3.0f32);
+    let w = p.mul(x, three, &[]).unwrap();
+    p.output(g).unwrap();
+    p.output(w).unwrap();
+    let exe = check(
+        "softmax, column sums, x * 3",
+        &p,
+        &[tensor(&mut rng, &[64, 300], false)],
+    );
+    assert!(!tiled(&exe));
+    assert_eq!(
+        format!("{exe:?}").matches("Rows(").count(),
+        1,
+        "x * 3 joins the softmax"
+    );
 }
 
 /// An output that a later stage reads (the dense backward's `dz`, read by its bias-gradient

@@ -642,9 +642,38 @@ impl Program {
     /// chains without a reduction are left to the groups.
     #[inline(never)]
     fn row_chains(&self) -> Vec<RowBuild> {
+        // A chain over leading dims pays where a value it folds is read back along its rows
+        // (a softmax, a batch norm): then what the folds read never reaches memory. A
+        // reduction whose value only leaves its chain (a bias gradient) runs as before, after
+        // the group of its operand (`BENCHMARKS.md`, "Column chains"); the chains are gathered
+        // again without it, so that the nodes it took join the chains they would have.
+        let mut left_out = vec![false; self.nodes.len()];
+        loop {
+            let chains = self.row_chains_but(&left_out);
+            let mut again = false;
+            for c in chains.iter().filter(|c| c.folded != Some(Folded::Last)) {
+                if !self.reads_back(c) {
+                    let folds = |&&m: &&usize| matches!(self.nodes[m].op, Op::Reduce { .. });
+                    for &m in c.members.iter().filter(folds) {
+                        left_out[m] = true;
+                        again = true;
+                    }
+                }
+            }
+            if !again {
+                return chains;
+            }
+        }
+    }
+
+    /// [`Program::row_chains`], the reductions `left_out` says starting none.
+    fn row_chains_but(&self, left_out: &[bool]) -> Vec<RowBuild> {
         let mut chain_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
         let mut chains: Vec<RowBuild> = Vec::new();
         for i in 0..self.nodes.len() {
+            if left_out[i] {
+                continue;
+            }
             let Some((shape, reads)) = self.row_node(i) else {
                 continue;
             };
@@ -684,11 +713,7 @@ impl Program {
             }
             chain_of[i] = Some(g);
         }
-        // A chain over leading dims pays where a value it folds is read back along its rows
-        // (a softmax, a batch norm): then what the folds read never reaches memory. One whose
-        // folds' values only leave it (a bias gradient) runs as before: its elementwise nodes
-        // in a group, its reductions after (`BENCHMARKS.md`, "Column chains").
-        chains.retain(|c| c.folds > 0 && (c.folded == Some(Folded::Last) || self.reads_back(c)));
+        chains.retain(|c| c.folds > 0);
         chains
     }
 
