@@ -58,14 +58,7 @@ fn lay(shape: &[usize], k: usize, strides: &[isize], per_column: bool) -> Option
     let lead = if per_column { 0 } else { k };
     let (lead_shape, trail_shape) = (&shape[..lead], &shape[k..]);
     let (lead_strides, trail) = strides.split_at(lead);
-    let mut expect = 1isize;
-    let mut unit = true;
-    for (&s, &d) in trail.iter().zip(trail_shape).rev() {
-        if d > 1 {
-            unit &= s == expect;
-            expect *= d as isize;
-        }
-    }
+    let unit = row_major(trail_shape, trail);
     let splat = trail
         .iter()
         .zip(trail_shape)
@@ -86,6 +79,21 @@ fn lay(shape: &[usize], k: usize, strides: &[isize], per_column: bool) -> Option
         (true, false) => Some(Lay { down, splat: false }),
         _ => None,
     }
+}
+
+/// Whether `strides` lay out `shape` in row-major order, one element after another (dims of
+/// size 1 aside): the layout a fresh array of `shape` has.
+pub(crate) fn row_major(shape: &[usize], strides: &[isize]) -> bool {
+    let mut expect = 1isize;
+    for (&d, &s) in shape.iter().zip(strides).rev() {
+        if d > 1 {
+            if s != expect {
+                return false;
+            }
+            expect *= d as isize;
+        }
+    }
+    true
 }
 
 /// Whether a chain over `shape` folding its first `k` dims can run by rows with operands of
@@ -306,7 +314,7 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
                     .collect();
                 unwritten.retain(|w| !now.contains(w));
                 folds += 1;
-                let (acc, _) = sweeps.at_columns(out, 0);
+                let acc = sweeps.at_columns(out, 0);
                 let identity = Shared(chain.identities[identity].0.cast_mut());
                 // SAFETY: `n` elements of `out`'s type: its row of every column.
                 unsafe { copy_strided(identity.0, 0, acc, z as isize, n, z) };
@@ -356,9 +364,9 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
             }
             RowStep::Map { kernel, out, args } if chain.per_row[out] => {
                 let mut ptrs = [std::ptr::null_mut(); 4];
-                ptrs[0] = sweeps.at_columns(out, 0).0;
+                ptrs[0] = sweeps.at_columns(out, 0);
                 for (p, &a) in ptrs[1..].iter_mut().zip(&args[..kernel.inputs()]) {
-                    *p = sweeps.at_columns(a, 0).0;
+                    *p = sweeps.at_columns(a, 0);
                 }
                 // SAFETY: `n` elements of each register, of the kernel's types.
                 unsafe { call(kernel, ptrs, n) };
@@ -417,15 +425,13 @@ struct Folding {
 
 impl Sweeps<'_> {
     /// Register `r`'s element at column `c` of its row of every column (a per-column register
-    /// or output, or a repeated input), and 0: it does not move from row to row.
-    fn at_columns(&self, r: usize, c: usize) -> (*mut u8, isize) {
-        let z = self.chain.sizes[r];
-        let at = match self.chain.operands.get(r) {
+    /// or output, or a repeated input): the same for every row.
+    fn at_columns(&self, r: usize, c: usize) -> *mut u8 {
+        match self.chain.operands.get(r) {
             // SAFETY: column `c` of a per-column operand, contiguous along the columns.
             Some(o) if !self.lays[r].splat => unsafe { o.at(c as isize) },
-            _ => self.columns[r].0.wrapping_add(c * z),
-        };
-        (at, 0)
+            _ => self.columns[r].0.wrapping_add(c * self.chain.sizes[r]),
+        }
     }
 
     /// Register `r`'s element at row `row` (a band's first), column `c0`, and its move from a
@@ -442,7 +448,7 @@ impl Sweeps<'_> {
                 let at = buf.wrapping_add(self.first_line[r] * 64 + c0 * z);
                 (at, (self.n * z) as isize)
             }
-            _ if repeated => self.at_columns(r, c0),
+            _ if repeated => (self.at_columns(r, c0), 0),
             Some((o, l)) => {
                 let off = row as isize * l.down + c0 as isize;
                 // SAFETY: an element of the operand, as the caller promised.
@@ -540,7 +546,7 @@ impl Sweeps<'_> {
             // SAFETY: the tile's columns of `out`'s row and of the source, `width` elements
             // of the fold's type in the partial row.
             unsafe {
-                let ((acc, _), (s, down)) = (self.at_columns(out, c0), self.at(src, buf, 0, c0));
+                let (acc, (s, down)) = (self.at_columns(out, c0), self.at(src, buf, 0, c0));
                 copy_strided(identity, 0, acc, z as isize, width, z);
                 let blocks = reduce::outer_blocks(m, m.saturating_mul(self.n * z));
                 if blocks == 0 {
@@ -590,7 +596,7 @@ impl Sweeps<'_> {
             let buf = buffer.as_mut_ptr().cast::<u8>();
             for &r in &repeated {
                 let z = self.chain.sizes[r];
-                let from = self.at_columns(r, 0).0;
+                let from = self.at_columns(r, 0);
                 let to = buf.wrapping_add(self.first_line[r] * 64);
                 for row in 0..self.rows {
                     // SAFETY: the columns of a computed per-column register or a repeated

@@ -216,21 +216,6 @@ struct RowBuild {
     folds: usize,
 }
 
-/// Whether `strides` lay out `shape` in row-major order, one element after another (dims of
-/// size 1 aside): the layout a fresh array of `shape` has.
-fn row_major(shape: &[usize], strides: &[isize]) -> bool {
-    let mut expect = 1isize;
-    for (&d, &s) in shape.iter().zip(strides).rev() {
-        if d > 1 {
-            if s != expect {
-                return false;
-            }
-            expect *= d as isize;
-        }
-    }
-    true
-}
-
 /// A rank-0 tensor of `ty`: what stands in the caller's array while it is lent to a value.
 fn stand_in(ty: ElementType) -> Tensor {
     Tensor::identity(ty, Reduction::Sum).expect("every element type has a sum's identity")
@@ -1313,7 +1298,7 @@ impl Executable {
         // its leading dims row after row of a row-major array, the chain folds in its order.
         let in_order = |v: usize| match r.folded {
             Folded::Last => n == 1 || laid(v)[rank - 1] == 1,
-            Folded::Leading(_) => row_major(&r.shape, laid(v)),
+            Folded::Leading(_) => columns::row_major(&r.shape, laid(v)),
         };
         let mut by_rows = r.shape.iter().all(|&d| d > 0)
             && r.members.iter().zip(&r.reads).all(|(&i, read)| {
