@@ -83,14 +83,17 @@ pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usi
 /// [`run`] compiled for the widest vectors this CPU has (AVX-512, else AVX2, else the
 /// baseline's): for element functions whose arithmetic, not memory, bounds them (the
 /// transcendental ones), 16 `f32` lanes do 3-4x the work of the baseline's 4. Every copy gives
-/// the same bits: the operations are IEEE's, and Rust contracts none into fused multiply-adds.
+/// the same bits: the operations are IEEE's, Rust contracts none into fused multiply-adds, and
+/// the ones an element function asks for (`mul_add`) are correctly rounded in every copy (the
+/// AVX2 copy needs FMA for them).
 pub(crate) fn run_wide<A: Clone, F: Elementwise<A, 1>>() -> Run<2> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             return wide::avx512::<A, F>;
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             return wide::avx2::<A, F>;
         }
     }
@@ -105,7 +108,8 @@ pub(crate) fn run2_wide<A: Clone, F: Elementwise<A, 2>>() -> Run<3> {
         if std::arch::is_x86_feature_detected!("avx512f") {
             return wide::avx512_2::<A, F>;
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             return wide::avx2_2::<A, F>;
         }
     }
@@ -120,8 +124,8 @@ pub(crate) mod wide {
     /// [`run2`] for AVX2.
     ///
     /// # Safety
-    /// As [`run2`], on a CPU with AVX2.
-    #[target_feature(enable = "avx2")]
+    /// As [`run2`], on a CPU with AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn avx2_2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: usize) {
         // SAFETY: as the caller promised.
         unsafe { run2::<A, F>(p, n) }
@@ -140,8 +144,8 @@ pub(crate) mod wide {
     /// [`run`] for AVX2.
     ///
     /// # Safety
-    /// As [`run`], on a CPU with AVX2.
-    #[target_feature(enable = "avx2")]
+    /// As [`run`], on a CPU with AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn avx2<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usize) {
         // SAFETY: as the caller promised.
         unsafe { run::<A, F>(p, n) }

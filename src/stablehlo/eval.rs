@@ -1119,7 +1119,8 @@ mod tests {
             out
         };
         let mut all = vec![run(table::run::<T, F>)];
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             all.push(run(wide::avx2::<T, F>));
         }
         if std::arch::is_x86_feature_detected!("avx512f") {
