@@ -97,39 +97,6 @@ pub(crate) unsafe fn call<const N: usize>(
     unsafe { kernel.block(ptrs, block, written) }
 }
 
-/// [`call`] for one run of `block.n` elements (`block.rows == 1`), the whole of a small op: a
-/// short run takes the baseline copy, inlined here, as the call to the AVX2 copy and its loop's
-/// setup cost more than its wider lanes save.
-///
-/// # Safety
-/// As [`BlockKernel::block`].
-#[inline(always)]
-pub(crate) unsafe fn call_run<const N: usize>(
-    kernel: &dyn BlockKernel<N>,
-    ptrs: [*mut u8; N],
-    block: Block<N>,
-    written: &Cell<usize>,
-) {
-    debug_assert_eq!(block.rows, 1);
-    if is_short_run(block.n, kernel.slot().size) {
-        // SAFETY: as the caller promised.
-        return unsafe { kernel.block(ptrs, block, written) };
-    }
-    // SAFETY: as the caller promised.
-    unsafe { call(kernel, ptrs, block, written) }
-}
-
-/// A run this long or shorter, in output bytes, takes the baseline copy in [`call_run`]: up to
-/// here the AVX2 copy's call and setup outweigh its lanes, while a 1 KiB run (16x16 `f32`) is
-/// already faster through it (BENCHMARKS.md, "One road").
-const SHORT_RUN_BYTES: usize = 512;
-
-/// Whether a run of `n` elements of `size` bytes is short ([`SHORT_RUN_BYTES`]).
-#[inline(always)]
-fn is_short_run(n: usize, size: usize) -> bool {
-    n.saturating_mul(size) <= SHORT_RUN_BYTES
-}
-
 /// Whether [`call`] may take the AVX2 copy: the CPU has it and it is not switched off.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -810,18 +777,5 @@ pub(crate) unsafe fn fold_block<A: Clone, const ROWS: bool>(
             let r = r as isize;
             fold_row(o.offset(r * step[0]), b.offset(r * step[1]), n, s, fold);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_runs_are_counted_in_bytes() {
-        assert!(is_short_run(128, 4));
-        assert!(!is_short_run(129, 4));
-        assert!(!is_short_run(64, 16), "bytes, not elements");
-        assert!(!is_short_run(usize::MAX, 8), "no overflow");
     }
 }

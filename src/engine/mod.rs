@@ -7,8 +7,8 @@
 //! into, assign  -> inputs at their own shapes, small and dense in the standard layout with the
 //!                  caller's array: one run, no plan; otherwise `walk` over the caller's array
 //! walk          -> Plan: drop size-1 dims, order dims by the written array's strides, merge
-//!                  contiguous dims; a small walk of at most two dims is one block, a large one
-//!                  is split in contiguous ranges over Rayon's threads ([`parallel`])
+//!                  contiguous dims; a large walk is split in contiguous ranges over Rayon's
+//!                  threads ([`parallel`])
 //! block         -> an input read across the block's rows is staged ([`stage`]), then the kernel
 //!                  runs each run of the inner loop: slices for unit strides, a scalar for stride 0
 //! ```
@@ -257,7 +257,7 @@ unsafe fn run<const N: usize>(
     // caller promised, and the call runs on this thread.
     unsafe {
         match log {
-            None => kernel::call_run(kernel, ptrs, block, &Cell::new(0)),
+            None => kernel::call(kernel, ptrs, block, &Cell::new(0)),
             Some(_) => fresh::call_logged(kernel, ptrs, block, log),
         }
     }
@@ -347,7 +347,7 @@ macro_rules! walks {
 walks!(2, 3, 4);
 
 /// Walks the output `out` and `kernel`'s inputs: the plan, then blocks of contiguous ranges of
-/// it (a walk of at most two merged dims is one block), split across threads when large.
+/// it, split across threads when large.
 /// `fresh` when the output was just allocated, and `log` its log ([`fresh::fill`]).
 ///
 /// # Safety
@@ -385,13 +385,6 @@ unsafe fn walk<const N: usize>(
         // SAFETY: the plan's offsets address elements of each operand.
         std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) })
     };
-    if pieces == 1 {
-        if let Some(block) = Plan::block_of(out.shape, strides) {
-            // SAFETY: the block is the whole walk: elements of each operand, the written ones
-            // once each, on this thread.
-            return unsafe { stage::run_block(at([0; N]), block, operands, kernel, write) };
-        }
-    }
     let plan = Plan::new(out.shape, strides, std::array::from_fn(|k| k));
     if plan.len == 0 {
         return;

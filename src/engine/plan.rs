@@ -4,8 +4,6 @@ use std::ops::Range;
 
 use smallvec::{smallvec, SmallVec};
 
-use super::kernel::Block;
-
 /// Inline storage for the loop nest: no allocation up to this many dims.
 type Nest<T> = SmallVec<[T; 6]>;
 
@@ -73,45 +71,12 @@ impl<const N: usize> Plan<N> {
             strides: SmallVec::new(),
             len,
         };
-        merge(shape, &strides, &axes, false, &mut plan);
+        merge(shape, &strides, &axes, &mut plan);
         if plan.dims.is_empty() {
             plan.dims.push(1);
             plan.strides.push([0; N]);
         }
         plan
-    }
-
-    /// The walk as one block when its dims merge into at most two: the planner's early exit
-    /// for small walks, allocation-free (up to six dims longer than 1). It gives the block [`Plan::new`] would (operand 0
-    /// first) where the written operand's strides fall or rise monotonically; `None` otherwise,
-    /// and for an empty walk.
-    #[inline(always)]
-    pub fn block_of(shape: &[usize], strides: [&[isize]; N]) -> Option<Block<N>> {
-        let axes = long_dims(shape);
-        let (mut falls, mut rises, mut prev) = (true, true, None);
-        for &d in &axes {
-            let s = strides[0][d].unsigned_abs();
-            if let Some(p) = prev {
-                (falls, rises) = (falls && p > s, rises && p < s);
-            }
-            prev = Some(s);
-        }
-        let mut two = Two::<N>::default();
-        let fits = match (falls, rises) {
-            (true, _) => merge(shape, &strides, &axes, false, &mut two),
-            (false, true) => merge(shape, &strides, &axes, true, &mut two),
-            (false, false) => false,
-        };
-        if !fits || shape.contains(&0) {
-            return None;
-        }
-        let [(rows, step), (n, inner)] = two.dims;
-        Some(Block {
-            n,
-            inner,
-            rows,
-            step,
-        })
     }
 
     /// The strides of the innermost loop.
@@ -198,61 +163,6 @@ impl<const N: usize> Plan<N> {
     }
 }
 
-/// Where [`merge`] puts the merged dims, outermost first.
-trait MergedDims<const N: usize> {
-    /// The innermost merged dim so far: its length and strides.
-    fn last_mut(&mut self) -> Option<(&mut usize, &mut [isize; N])>;
-    /// A new innermost dim; `false` when there is no room for it.
-    fn push(&mut self, n: usize, strides: [isize; N]) -> bool;
-}
-
-impl<const N: usize> MergedDims<N> for Plan<N> {
-    fn last_mut(&mut self) -> Option<(&mut usize, &mut [isize; N])> {
-        self.dims.last_mut().zip(self.strides.last_mut())
-    }
-    fn push(&mut self, n: usize, strides: [isize; N]) -> bool {
-        self.dims.push(n);
-        self.strides.push(strides);
-        true
-    }
-}
-
-/// At most two merged dims, on the stack: [`Plan::block_of`]'s. They fill from the back, so the
-/// innermost is always `dims[1]` and an unused outer one stays a single row: every index is a
-/// constant, which lets the compiler keep them in registers (a store of strides piece by piece
-/// read back whole stalled the small walk).
-struct Two<const N: usize> {
-    dims: [(usize, [isize; N]); 2],
-    used: usize,
-}
-
-impl<const N: usize> Default for Two<N> {
-    fn default() -> Self {
-        Two {
-            dims: [(1, [0; N]); 2],
-            used: 0,
-        }
-    }
-}
-
-impl<const N: usize> MergedDims<N> for Two<N> {
-    #[inline(always)]
-    fn last_mut(&mut self) -> Option<(&mut usize, &mut [isize; N])> {
-        let (n, s) = &mut self.dims[1];
-        (self.used > 0).then_some((n, s))
-    }
-    #[inline(always)]
-    fn push(&mut self, n: usize, strides: [isize; N]) -> bool {
-        if self.used == 2 {
-            return false;
-        }
-        self.dims[0] = self.dims[1];
-        self.dims[1] = (n, strides);
-        self.used += 1;
-        true
-    }
-}
-
 /// The dims of `shape` longer than 1, in order.
 fn long_dims(shape: &[usize]) -> Nest<usize> {
     let mut dims = Nest::new();
@@ -264,26 +174,22 @@ fn long_dims(shape: &[usize]) -> Nest<usize> {
     dims
 }
 
-/// The planner's one merging routine: walks `axes` (dims longer than 1, outermost first, or
-/// innermost first when `reversed`) into `into`, a dim joining the one outside it when it is
-/// contiguous with it in every operand, so a contiguous array is one dim whatever its rank.
-/// `false` when `into` runs out of room.
-#[inline(always)]
+/// The planner's one merging routine: walks `axes` (dims longer than 1, outermost first) into
+/// `plan`, a dim joining the one outside it when it is contiguous with it in every operand, so
+/// a contiguous array is one dim whatever its rank.
 fn merge<const N: usize>(
     shape: &[usize],
     strides: &[&[isize]; N],
     axes: &[usize],
-    reversed: bool,
-    into: &mut impl MergedDims<N>,
-) -> bool {
-    for i in 0..axes.len() {
-        let ax = axes[if reversed { axes.len() - 1 - i } else { i }];
+    plan: &mut Plan<N>,
+) {
+    for &ax in axes {
         let mut s = [0; N];
         for (s, strides) in s.iter_mut().zip(strides) {
             *s = strides[ax];
         }
         let n = shape[ax];
-        if let Some((outer_len, outer)) = into.last_mut() {
+        if let (Some(outer_len), Some(outer)) = (plan.dims.last_mut(), plan.strides.last_mut()) {
             let mut joins = true;
             for k in 0..N {
                 joins &= outer[k] == s[k] * n as isize;
@@ -294,11 +200,9 @@ fn merge<const N: usize>(
                 continue;
             }
         }
-        if !into.push(n, s) {
-            return false;
-        }
+        plan.dims.push(n);
+        plan.strides.push(s);
     }
-    true
 }
 
 /// A memory order of a shape's dims, outermost first. The two orders nearly every array has
@@ -574,40 +478,6 @@ mod tests {
             check_walk(&[4, 1, 6], &[0, 0, 1], pieces);
             check_walk(&[9, 13], &[13, 1], pieces);
         }
-    }
-
-    /// A walk that merges into at most two dims is one block, the one the full plan walks:
-    /// rows of the inner dim, along the written operand's smaller stride.
-    #[test]
-    fn small_walks_are_one_block() {
-        let block = |shape: &[usize], strides: [&[isize]; 2]| {
-            let b = Plan::block_of(shape, strides)?;
-            let plan = Plan::new(shape, strides, [0, 1]);
-            assert_eq!(plan.len, b.n * b.rows);
-            assert_eq!(plan.inner_strides(), b.inner);
-            if b.rows > 1 {
-                assert_eq!((plan.dims[0], plan.strides[0]), (b.rows, b.step));
-            }
-            Some((b.n, b.rows, b.inner, b.step))
-        };
-        let b = block(&[64, 64], [&[64, 1], &[0, 1]]);
-        assert_eq!(b, Some((64, 64, [1, 1], [64, 0])));
-        // An F-ordered output runs down its columns; all F-ordered operands are one run.
-        let b = block(&[48, 40], [&[1, 48], &[1, 48]]);
-        assert_eq!(b, Some((48 * 40, 1, [1, 1], [0, 0])));
-        let b = block(&[48, 40], [&[1, 48], &[40, 1]]);
-        assert_eq!(b, Some((48, 40, [1, 40], [48, 1])));
-        // Size-1 dims take any stride; a scalar walk is one element.
-        assert_eq!(
-            block(&[3, 1, 4], [&[4, 99, 1], &[0, 5, 1]]),
-            Some((4, 3, [1, 1], [4, 0]))
-        );
-        assert_eq!(block(&[], [&[], &[]]), Some((1, 1, [0, 0], [0, 0])));
-        // Three dims that do not merge, an output whose strides neither fall nor rise, and
-        // an empty walk: the full planner.
-        assert_eq!(block(&[2, 3, 4], [&[12, 4, 1], &[1, 20, 3]]), None);
-        assert_eq!(block(&[2, 3, 4], [&[4, 8, 1], &[4, 8, 1]]), None);
-        assert_eq!(block(&[0, 4], [&[4, 1], &[4, 1]]), None);
     }
 
     #[test]
