@@ -612,6 +612,20 @@ unsafe fn tile(
                 let args = &args[..kernel.inputs()];
                 let whole = chain.per_row[out]
                     || (dense[out] && args.iter().all(|&a| chain.per_row[a] || dense[a]));
+                if let Kernel::ZipByRow(_, by_row) = kernel {
+                    let [a, b] = [args[0], args[1]];
+                    if !chain.per_row[out] && !chain.per_row[a] && chain.per_row[b] {
+                        // A value per row as the second input, read along its row: the tile
+                        // in one call where its rows are contiguous, else row by row.
+                        let rows = if whole { count } else { 1 };
+                        for row in (0..count).step_by(rows) {
+                            // SAFETY: `rows` rows of `out` and `a` from row `row`, contiguous,
+                            // and their elements of `b`, of the kernel's types.
+                            unsafe { by_row([at(out, row), at(a, row), at(b, row)], rows, width) };
+                        }
+                        continue;
+                    }
+                }
                 if whole {
                     // Every operand's rows are contiguous (a per-row one's expanded along the
                     // rows into a splat tile): one call over the tile.
@@ -706,7 +720,7 @@ pub(super) unsafe fn call(kernel: Kernel, p: [*mut u8; 4], len: usize) {
     unsafe {
         match kernel {
             Kernel::Map(run) => run([p[0], p[1]], len),
-            Kernel::Zip(run) => run([p[0], p[1], p[2]], len),
+            Kernel::Zip(run) | Kernel::ZipByRow(run, _) => run([p[0], p[1], p[2]], len),
             Kernel::Zip3(run) => run(p, len),
         }
     }

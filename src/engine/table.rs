@@ -31,6 +31,18 @@ use crate::error::Result;
 /// touches the output's.
 pub(crate) type Run<const N: usize> = unsafe fn([*mut u8; N], usize);
 
+/// A binary kernel whose second input holds a value per row: over `rows` rows of `width`
+/// elements, `ptrs[0]` the output's and `ptrs[1]` the first input's rows one after another,
+/// `ptrs[2]` the `rows` values, each read along its row (a row chain's per-row register, with
+/// no tile of it repeated). Its results are the two-input kernel's over each value repeated,
+/// bit for bit but for which NaN comes out where both operands are NaN: LLVM may put a sum's
+/// or product's operands in either order, and x86 gives the first one's NaN (as the kernels'
+/// copies for different vector widths may differ there too).
+///
+/// # Safety
+/// As [`Run`], with `rows * width` elements at `ptrs[0]` and `ptrs[1]` and `rows` at `ptrs[2]`.
+pub(crate) type RowRun = unsafe fn([*mut u8; 3], usize, usize);
+
 /// An element function of `ARITY` inputs, known by its type: `f` on the inputs `A`
 /// (one type for all of them) gives an `Out`.
 pub(crate) trait Elementwise<A, const ARITY: usize> {
@@ -116,10 +128,25 @@ pub(crate) fn run2_wide<A: Clone, F: Elementwise<A, 2>>() -> Run<3> {
     run2::<A, F>
 }
 
+/// [`run2_rows`] compiled for the widest vectors this CPU has, as [`run_wide`] is.
+pub(crate) fn run2_rows_wide<A: Clone, F: Elementwise<A, 2>>() -> RowRun {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return wide::avx512_rows::<A, F>;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return wide::avx2_rows::<A, F>;
+        }
+    }
+    run2_rows::<A, F>
+}
+
 /// [`run`] and [`run2`] compiled for AVX2 and AVX-512.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod wide {
-    use super::{run, run2, Elementwise};
+    use super::{run, run2, run2_rows, Elementwise};
 
     /// [`run2`] for AVX2.
     ///
@@ -139,6 +166,34 @@ pub(crate) mod wide {
     pub(crate) unsafe fn avx512_2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: usize) {
         // SAFETY: as the caller promised.
         unsafe { run2::<A, F>(p, n) }
+    }
+
+    /// [`run2_rows`] for AVX2.
+    ///
+    /// # Safety
+    /// As [`run2_rows`], on a CPU with AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn avx2_rows<A: Clone, F: Elementwise<A, 2>>(
+        p: [*mut u8; 3],
+        rows: usize,
+        width: usize,
+    ) {
+        // SAFETY: as the caller promised.
+        unsafe { run2_rows::<A, F>(p, rows, width) }
+    }
+
+    /// [`run2_rows`] for AVX-512.
+    ///
+    /// # Safety
+    /// As [`run2_rows`], on a CPU with AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn avx512_rows<A: Clone, F: Elementwise<A, 2>>(
+        p: [*mut u8; 3],
+        rows: usize,
+        width: usize,
+    ) {
+        // SAFETY: as the caller promised.
+        unsafe { run2_rows::<A, F>(p, rows, width) }
     }
 
     /// [`run`] for AVX2.
@@ -177,6 +232,40 @@ pub(crate) unsafe fn run2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: us
         )
     };
     each2::<A, F>(o, a, b);
+}
+
+/// [`run2`] with a value per row as the second input ([`RowRun`]).
+///
+/// # Safety
+/// As [`RowRun`], for an output of `F::Out` and inputs of `A`.
+#[inline(always)]
+pub(crate) unsafe fn run2_rows<A: Clone, F: Elementwise<A, 2>>(
+    p: [*mut u8; 3],
+    rows: usize,
+    width: usize,
+) {
+    // SAFETY: as the caller promised: `rows * width` slots of the output and elements of the
+    // first input, `rows` elements of the second.
+    let (o, a, b) = unsafe {
+        (
+            slice::from_raw_parts_mut(p[0].cast::<MaybeUninit<F::Out>>(), rows * width),
+            slice::from_raw_parts(p[1].cast::<A>(), rows * width),
+            slice::from_raw_parts(p[2].cast::<A>(), rows),
+        )
+    };
+    for (r, v) in b.iter().enumerate() {
+        let at = r * width..(r + 1) * width;
+        each2_splat::<A, F>(&mut o[at.clone()], &a[at], v.clone());
+    }
+}
+
+/// The loop of [`run2_rows`] over one row, as [`each1`].
+#[inline(always)]
+fn each2_splat<A: Clone, F: Elementwise<A, 2>>(o: &mut [MaybeUninit<F::Out>], a: &[A], b: A) {
+    let n = o.len().min(a.len());
+    for i in 0..n {
+        o[i].write(F::f([a[i].clone(), b.clone()]));
+    }
 }
 
 /// The loop of [`run`]. The slices are arguments, which Rust marks `noalias`, so that LLVM
@@ -548,6 +637,8 @@ pub(crate) enum Kernel {
     Map(Run<2>),
     /// Two inputs.
     Zip(Run<3>),
+    /// Two inputs, and the same function with a value per row as the second ([`RowRun`]).
+    ZipByRow(Run<3>, RowRun),
     /// Three inputs.
     Zip3(Run<4>),
 }
@@ -557,7 +648,7 @@ impl Kernel {
     pub(crate) fn inputs(self) -> usize {
         match self {
             Kernel::Map(_) => 1,
-            Kernel::Zip(_) => 2,
+            Kernel::Zip(_) | Kernel::ZipByRow(..) => 2,
             Kernel::Zip3(_) => 3,
         }
     }
@@ -630,7 +721,7 @@ pub(crate) unsafe fn write(
             Kernel::Map(run) => {
                 Engine::walk(out, &TableKernel::new(run, inputs, slot), fresh, None)
             }
-            Kernel::Zip(run) => {
+            Kernel::Zip(run) | Kernel::ZipByRow(run, _) => {
                 Engine::walk(out, &TableKernel::new(run, inputs, slot), fresh, None)
             }
             Kernel::Zip3(run) => {
@@ -762,6 +853,89 @@ mod tests {
         check(|i| [0x7fc0_1234, 0x8000_0000, 0xffff_ffff][i % 3] ^ (bits(i) as u32 & 0xff));
         check(|i| [bits(i) as u32, (bits(i) >> 32) as u32]);
         check(|i| [bits(i), !bits(i)]);
+    }
+
+    /// A value per row read along its row ([`run2_rows`], each copy this CPU runs) gives the
+    /// bits of the same copy of the function over that value repeated along the row ([`run2`]),
+    /// for the functions programs give it: rows of one element, of a vector's worth and with
+    /// tails; NaNs (a NaN where it gives a NaN), zeros of both signs and infinities on both
+    /// sides.
+    #[test]
+    fn values_per_row_match_repeated_rows() {
+        macro_rules! function {
+            ($name:ident, $op:tt) => {
+                struct $name;
+                impl Elementwise<f32, 2> for $name {
+                    type Out = f32;
+                    fn f([a, b]: [f32; 2]) -> f32 {
+                        a $op b
+                    }
+                }
+            };
+        }
+        function!(Add, +);
+        function!(Sub, -);
+        function!(Mul, *);
+        function!(Div, /);
+        fn check<F: Elementwise<f32, 2, Out = f32>>() {
+            let (mut by_rows, mut repeats): (Vec<RowRun>, Vec<Run<3>>) =
+                (vec![run2_rows::<f32, F>], vec![run2::<f32, F>]);
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    by_rows.push(wide::avx2_rows::<f32, F>);
+                    repeats.push(wide::avx2_2::<f32, F>);
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    by_rows.push(wide::avx512_rows::<f32, F>);
+                    repeats.push(wide::avx512_2::<f32, F>);
+                }
+            }
+            let nan = |payload: u32| f32::from_bits(0x7fc0_0000 | payload);
+            let special = [nan(1), -0.0, 0.0, f32::INFINITY, -1.5];
+            let per_row = [3.0, -0.0, f32::NEG_INFINITY, 0.5, 0.0, -nan(2)];
+            for (rows, width) in [(1, 1), (3, 7), (4, 16), (5, 33), (2, 100), (6, 20)] {
+                let a: Vec<f32> = (0..rows * width)
+                    .map(|i| match i % 11 {
+                        0..5 => special[i % 11],
+                        _ => i as f32 * 0.37 - 9.0,
+                    })
+                    .collect();
+                let b: Vec<f32> = (0..rows).map(|r| per_row[r % 6]).collect();
+                let repeated: Vec<f32> = (0..rows * width).map(|i| b[i / width]).collect();
+                let bits = |v: &[f32]| {
+                    let bits = |x: &f32| if x.is_nan() { 1 } else { x.to_bits() };
+                    v.iter().map(bits).collect::<Vec<_>>()
+                };
+                let ptrs = |out: &mut Vec<f32>, b: &[f32]| {
+                    [
+                        out.as_mut_ptr().cast(),
+                        a.as_ptr().cast_mut().cast(),
+                        b.as_ptr().cast_mut().cast(),
+                    ]
+                };
+                for (copy, (by_row, repeat)) in by_rows.iter().zip(&repeats).enumerate() {
+                    let (mut got, mut want) = (vec![1f32; rows * width], vec![1f32; rows * width]);
+                    // SAFETY: `rows * width` elements of the outputs, `a` and `repeated`; `rows`
+                    // of `b`; the kernels' types.
+                    unsafe {
+                        repeat(ptrs(&mut want, &repeated), rows * width);
+                        by_row(ptrs(&mut got, &b), rows, width);
+                    }
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "copy {copy}, {rows} rows of {width}"
+                    );
+                }
+            }
+        }
+        check::<Add>();
+        check::<Sub>();
+        check::<Mul>();
+        check::<Div>();
     }
 
     /// The copies and selects move elements of every size by their bits.

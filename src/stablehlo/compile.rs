@@ -992,7 +992,11 @@ impl Program {
         Ok(match &node.op {
             Op::Binary { op, .. } => {
                 let run = ty_of(0).binary_kernel(*op).ok_or_else(|| mismatch(name))?;
-                (run.into(), [reg[0], reg[1], 0])
+                let kernel = match ty_of(0).binary_rows_kernel(*op) {
+                    Some(by_row) => Kernel::ZipByRow(run, by_row),
+                    None => run.into(),
+                };
+                (kernel, [reg[0], reg[1], 0])
             }
             Op::Compare { dir, .. } => {
                 // `a > b` is `b < a`, and `a >= b` is `b <= a`, as `Program::run` does.

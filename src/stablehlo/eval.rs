@@ -10,7 +10,7 @@ use super::{
 };
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
-use crate::engine::table::{self, Elementwise, Run};
+use crate::engine::table::{self, Elementwise, RowRun, Run};
 use crate::engine::Operand;
 use crate::error::{BroadcastError, Result};
 use crate::shape::{iota, reduce_in_dim_check};
@@ -405,6 +405,10 @@ mod elem {
 pub(crate) trait Kernels: Sized {
     /// `op`'s kernel.
     fn binary(op: Binary) -> Option<Run<3>>;
+    /// `op`'s kernel with a value per row as the second input, where the type has one.
+    fn binary_rows(_op: Binary) -> Option<RowRun> {
+        None
+    }
     /// The comparison's kernel, for `Eq`, `Ne`, `Lt` and `Le` (`a > b` is run as `b < a`).
     fn compare(dir: Direction) -> Option<Run<3>>;
     /// `clamp`'s kernel (operand, min, max).
@@ -542,6 +546,15 @@ macro_rules! floats {
                     Binary::Div => Some(table::run2_wide::<$t, elem::Div>()),
                     Binary::Max => Some(table::run2_wide::<$t, elem::Max>()),
                     _ => table!(Binary: op, $t; Rem, Min, Pow, Atan2),
+                }
+            }
+            fn binary_rows(op: Binary) -> Option<RowRun> {
+                match op {
+                    Binary::Add => Some(table::run2_rows_wide::<$t, elem::Add>()),
+                    Binary::Sub => Some(table::run2_rows_wide::<$t, elem::Sub>()),
+                    Binary::Mul => Some(table::run2_rows_wide::<$t, elem::Mul>()),
+                    Binary::Div => Some(table::run2_rows_wide::<$t, elem::Div>()),
+                    _ => None,
                 }
             }
             fn compare(dir: Direction) -> Option<Run<3>> {

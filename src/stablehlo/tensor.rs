@@ -8,7 +8,7 @@ use super::eval::{self, Kernels};
 use super::{type_error, Binary, Direction, Reduction, Unary};
 use crate::element::XlaElement;
 use crate::engine::reduce::FoldFn;
-use crate::engine::table::{self, Kernel, Run};
+use crate::engine::table::{self, Kernel, RowRun, Run};
 use crate::engine::{Blank, Operand, Src};
 use crate::error::{BroadcastError, Result};
 use crate::shape::iota;
@@ -323,6 +323,12 @@ macro_rules! tensor_types {
             /// `op`'s kernel for this element type.
             pub(super) fn binary_kernel(self, op: Binary) -> Option<Run<3>> {
                 $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::binary(op); })*
+                None
+            }
+
+            /// `op`'s kernel with a value per row as the second input, for this element type.
+            pub(super) fn binary_rows_kernel(self, op: Binary) -> Option<RowRun> {
+                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::binary_rows(op); })*
                 None
             }
 
