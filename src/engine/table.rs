@@ -143,7 +143,7 @@ pub(crate) fn run2_rows_wide<A: Clone, F: Elementwise<A, 2>>() -> RowRun {
     run2_rows::<A, F>
 }
 
-/// [`run`] and [`run2`] compiled for AVX2 and AVX-512.
+/// [`run`], [`run2`] and [`run2_rows`] compiled for AVX2 and AVX-512.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod wide {
     use super::{run, run2, run2_rows, Elementwise};
