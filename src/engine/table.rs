@@ -92,6 +92,25 @@ pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usi
     }
 }
 
+/// The widest copy of a kernel this CPU runs: AVX-512, else AVX2 (with FMA), else the
+/// baseline's.
+macro_rules! widest {
+    ($avx512:expr, $avx2:expr, $baseline:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return $avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return $avx2;
+            }
+        }
+        $baseline
+    }};
+}
+
 /// [`run`] compiled for the widest vectors this CPU has (AVX-512, else AVX2, else the
 /// baseline's): for element functions whose arithmetic, not memory, bounds them (the
 /// transcendental ones), 16 `f32` lanes do 3-4x the work of the baseline's 4. Every copy gives
@@ -99,48 +118,22 @@ pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usi
 /// the ones an element function asks for (`mul_add`) are correctly rounded in every copy (the
 /// AVX2 copy needs FMA for them).
 pub(crate) fn run_wide<A: Clone, F: Elementwise<A, 1>>() -> Run<2> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return wide::avx512::<A, F>;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            return wide::avx2::<A, F>;
-        }
-    }
-    run::<A, F>
+    widest!(wide::avx512::<A, F>, wide::avx2::<A, F>, run::<A, F>)
 }
 
 /// [`run2`] compiled for the widest vectors this CPU has, as [`run_wide`] is: for the float
 /// arithmetic of fused chains, whose loops run in cache.
 pub(crate) fn run2_wide<A: Clone, F: Elementwise<A, 2>>() -> Run<3> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return wide::avx512_2::<A, F>;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            return wide::avx2_2::<A, F>;
-        }
-    }
-    run2::<A, F>
+    widest!(wide::avx512_2::<A, F>, wide::avx2_2::<A, F>, run2::<A, F>)
 }
 
 /// [`run2_rows`] compiled for the widest vectors this CPU has, as [`run_wide`] is.
 pub(crate) fn run2_rows_wide<A: Clone, F: Elementwise<A, 2>>() -> RowRun {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return wide::avx512_rows::<A, F>;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            return wide::avx2_rows::<A, F>;
-        }
-    }
-    run2_rows::<A, F>
+    widest!(
+        wide::avx512_rows::<A, F>,
+        wide::avx2_rows::<A, F>,
+        run2_rows::<A, F>
+    )
 }
 
 /// [`run`], [`run2`] and [`run2_rows`] compiled for AVX2 and AVX-512.
@@ -148,72 +141,28 @@ pub(crate) fn run2_rows_wide<A: Clone, F: Elementwise<A, 2>>() -> RowRun {
 pub(crate) mod wide {
     use super::{run, run2, run2_rows, Elementwise};
 
-    /// [`run2`] for AVX2.
-    ///
-    /// # Safety
-    /// As [`run2`], on a CPU with AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn avx2_2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: usize) {
-        // SAFETY: as the caller promised.
-        unsafe { run2::<A, F>(p, n) }
+    /// Each `$name`: the kernel `$inner` of `$arity` inputs compiled with `$feature` (`$cpu`).
+    macro_rules! copies {
+        ($($name:ident, $feature:literal, $cpu:literal:
+            $inner:ident<$arity:literal>($($arg:ident: $ty:ty),*);)*) => {$(
+            #[doc = concat!("[`", stringify!($inner), "`](super::", stringify!($inner), ") for ", $cpu, ".")]
+            ///
+            /// # Safety
+            #[doc = concat!("As [`", stringify!($inner), "`](super::", stringify!($inner), "), on a CPU with ", $cpu, ".")]
+            #[target_feature(enable = $feature)]
+            pub(crate) unsafe fn $name<A: Clone, F: Elementwise<A, $arity>>($($arg: $ty),*) {
+                // SAFETY: as the caller promised.
+                unsafe { $inner::<A, F>($($arg),*) }
+            }
+        )*};
     }
-
-    /// [`run2`] for AVX-512.
-    ///
-    /// # Safety
-    /// As [`run2`], on a CPU with AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(crate) unsafe fn avx512_2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: usize) {
-        // SAFETY: as the caller promised.
-        unsafe { run2::<A, F>(p, n) }
-    }
-
-    /// [`run2_rows`] for AVX2.
-    ///
-    /// # Safety
-    /// As [`run2_rows`], on a CPU with AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn avx2_rows<A: Clone, F: Elementwise<A, 2>>(
-        p: [*mut u8; 3],
-        rows: usize,
-        width: usize,
-    ) {
-        // SAFETY: as the caller promised.
-        unsafe { run2_rows::<A, F>(p, rows, width) }
-    }
-
-    /// [`run2_rows`] for AVX-512.
-    ///
-    /// # Safety
-    /// As [`run2_rows`], on a CPU with AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(crate) unsafe fn avx512_rows<A: Clone, F: Elementwise<A, 2>>(
-        p: [*mut u8; 3],
-        rows: usize,
-        width: usize,
-    ) {
-        // SAFETY: as the caller promised.
-        unsafe { run2_rows::<A, F>(p, rows, width) }
-    }
-
-    /// [`run`] for AVX2.
-    ///
-    /// # Safety
-    /// As [`run`], on a CPU with AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn avx2<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usize) {
-        // SAFETY: as the caller promised.
-        unsafe { run::<A, F>(p, n) }
-    }
-
-    /// [`run`] for AVX-512.
-    ///
-    /// # Safety
-    /// As [`run`], on a CPU with AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(crate) unsafe fn avx512<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usize) {
-        // SAFETY: as the caller promised.
-        unsafe { run::<A, F>(p, n) }
+    copies! {
+        avx2, "avx2,fma", "AVX2 and FMA": run<1>(p: [*mut u8; 2], n: usize);
+        avx512, "avx512f", "AVX-512F": run<1>(p: [*mut u8; 2], n: usize);
+        avx2_2, "avx2,fma", "AVX2 and FMA": run2<2>(p: [*mut u8; 3], n: usize);
+        avx512_2, "avx512f", "AVX-512F": run2<2>(p: [*mut u8; 3], n: usize);
+        avx2_rows, "avx2,fma", "AVX2 and FMA": run2_rows<2>(p: [*mut u8; 3], rows: usize, width: usize);
+        avx512_rows, "avx512f", "AVX-512F": run2_rows<2>(p: [*mut u8; 3], rows: usize, width: usize);
     }
 }
 
