@@ -439,6 +439,60 @@ fn row_chains_match_run() {
     check("layer_norm softmax", &p, &inputs);
 }
 
+/// A row chain's `add`, `sub`, `mul` and `div` with a value per row on the right (each read
+/// once per row) give `run`'s bits in every float type: rows of 300 in tiles, rows of 3 (many
+/// to a tile), a transposed input (rows read one by one), and NaNs and infinities among the
+/// values, so that some rows' maxima and sums are NaN or infinite.
+#[test]
+fn per_row_values_match_run_in_each_float_type() {
+    use xla_bcast::stablehlo::StableHloElement;
+
+    fn case<T>(from: fn(f64) -> T)
+    where
+        T: StableHloElement + Clone,
+        Tensor: From<ArrayD<T>>,
+    {
+        for (m, n, transposed) in [(37, 300, false), (200, 3, false), (40, 90, true)] {
+            let value = |i: usize| match i % 97 {
+                5 => f64::NAN,
+                11 => f64::INFINITY,
+                23 => -0.0,
+                _ => (i % 1000) as f64 * 0.0625 - 30.0,
+            };
+            let x = match transposed {
+                false => ArrayD::from_shape_fn(IxDyn(&[m, n]), |i| from(value(i[0] * n + i[1]))),
+                true => ArrayD::from_shape_fn(IxDyn(&[n, m]), |i| from(value(i[0] * m + i[1])))
+                    .reversed_axes(),
+            };
+            let mut p = Program::new("per_row");
+            let px = p.parameter::<T>(&[m, n]);
+            let mx = p.reduce_max(px, &[1]).unwrap();
+            let s = p.reduce_sum(px, &[1]).unwrap();
+            let a = p.sub(px, mx, &[0]).unwrap();
+            let b = p.mul(a, s, &[0]).unwrap();
+            let c = p.add(b, mx, &[0]).unwrap();
+            let d = p.div(c, s, &[0]).unwrap();
+            p.output(d).unwrap();
+            let name = format!(
+                "{} ({m}, {n}), transposed: {transposed}",
+                std::any::type_name::<T>()
+            );
+            let inputs = [Tensor::from(x)];
+            let want = p.run(&inputs).unwrap();
+            let exe = p.compile().unwrap();
+            assert!(format!("{exe:?}").contains("Rows"), "{name}: no row chain");
+            let got = exe.run(&inputs).unwrap();
+            assert!(bits(&got[0]) == bits(&want[0]), "{name}: differs");
+        }
+    }
+    case::<f32>(|v| v as f32);
+    case::<f64>(|v| v);
+    #[cfg(feature = "half")]
+    case::<half::f16>(half::f16::from_f64);
+    #[cfg(feature = "half")]
+    case::<half::bf16>(half::bf16::from_f64);
+}
+
 /// Reductions over leading dims run with the nodes around them by rows of columns,
 /// and give `run`'s bits: one fold and several, rank 2 and 3, one leading dim and two, folds
 /// small enough for one thread and large enough to fold in blocks, tiles of every row (the

@@ -17,6 +17,16 @@ pub fn bits(t: &Tensor) -> Vec<u64> {
             .iter()
             .map(|v| if v.is_nan() { 1 } else { v.to_bits() })
             .collect(),
+        #[cfg(feature = "half")]
+        Tensor::F16(a) => a
+            .iter()
+            .map(|v| if v.is_nan() { 1 } else { v.to_bits().into() })
+            .collect(),
+        #[cfg(feature = "half")]
+        Tensor::Bf16(a) => a
+            .iter()
+            .map(|v| if v.is_nan() { 1 } else { v.to_bits().into() })
+            .collect(),
         Tensor::I32(a) => a.iter().map(|&v| v as u32 as u64).collect(),
         Tensor::Pred(a) => a.iter().map(|&v| v as u64).collect(),
         other => panic!("no bits for {other:?}"),
