@@ -225,7 +225,11 @@ fn stand_in(ty: ElementType) -> Tensor {
 struct Building {
     shape: Vec<usize>,
     members: Vec<usize>,
-    /// A bound on the operands its loop will have (each member's operands and itself).
+    /// The values its members read from outside it, each with its placement (its loop's
+    /// inputs).
+    inputs: Vec<(usize, Vec<usize>)>,
+    /// A bound on the operands its loop will have: its inputs, and each member (an output if
+    /// read outside the group).
     operands: usize,
     open: bool,
 }
@@ -427,10 +431,27 @@ impl Program {
                     .rev()
                     .find(|&g| groups[g].open && groups[g].shape == node.shape)
             });
-            // A group's operands (inputs and outputs) are bounded: a member adds at most its
-            // operands and itself.
-            let cost = 1 + operands.iter().flatten().count();
-            let g = match home.filter(|&g| groups[g].operands + cost <= MAX_OPERANDS) {
+            // A group's operands (inputs and outputs) are bounded: a member adds at most itself
+            // (an output, if read outside) and the values it reads from outside the group, as
+            // each is placed, that no member read so before (inputs); one it reads from inside
+            // is a register.
+            let placed = self.placements(i)?;
+            let new_inputs = |groups: &[Building], g: usize| {
+                let mut new = Vec::new();
+                for (v, dims) in &placed {
+                    let key = (v.index, dims.clone());
+                    let outside = group_of[v.index] != Some(g);
+                    if outside && !groups[g].inputs.contains(&key) && !new.contains(&key) {
+                        new.push(key);
+                    }
+                }
+                new
+            };
+            let fits = |g: usize| {
+                let new = new_inputs(&groups, g).len();
+                groups[g].operands + 1 + new <= MAX_OPERANDS
+            };
+            let g = match home.filter(|&g| fits(g)) {
                 Some(g) => g,
                 None => {
                     if let Some(g) = home {
@@ -439,14 +460,17 @@ impl Program {
                     groups.push(Building {
                         shape: node.shape.clone(),
                         members: Vec::new(),
+                        inputs: Vec::new(),
                         operands: 0,
                         open: true,
                     });
                     groups.len() - 1
                 }
             };
+            let new = new_inputs(&groups, g);
+            groups[g].operands += 1 + new.len();
+            groups[g].inputs.extend(new);
             groups[g].members.push(i);
-            groups[g].operands += cost;
             group_of[i] = Some(g);
         }
         for g in 0..groups.len() {
@@ -1483,6 +1507,58 @@ mod tests {
         p.output(y).unwrap();
         p.output(mx).unwrap();
         p
+    }
+
+    /// A group counts each value it reads from outside once per placement against its bound
+    /// on operands: GELU's nine ops, which read their input four times, are one loop; a chain
+    /// of 13 inputs (a vector read in two placements is two) and 12 outputs is cut into loops
+    /// of at most [`MAX_OPERANDS`] operands (a loop of more stops the executor), and gives
+    /// `Program::run`'s results.
+    #[test]
+    fn groups_count_each_input_once() {
+        let mut p = Program::new("gelu");
+        let x = p.parameter::<f32>(&[4, 5]);
+        let c = p.constant(0.044715f32);
+        let k = p.constant(0.7978846f32);
+        let (half, one) = (p.constant(0.5f32), p.constant(1.0f32));
+        let x2 = p.mul(x, x, &[]).unwrap();
+        let x3 = p.mul(x2, x, &[]).unwrap();
+        let cx3 = p.mul(c, x3, &[]).unwrap();
+        let inner = p.add(x, cx3, &[]).unwrap();
+        let kin = p.mul(k, inner, &[]).unwrap();
+        let t = p.tanh(kin).unwrap();
+        let onet = p.add(one, t, &[]).unwrap();
+        let hx = p.mul(half, x, &[]).unwrap();
+        let y = p.mul(hx, onet, &[]).unwrap();
+        p.output(y).unwrap();
+        let exe = p.compile().unwrap();
+        assert_eq!(exe.stages.len(), 1);
+        let values: Vec<f32> = (0..20).map(|i| i as f32 * 0.3 - 3.0).collect();
+        let inputs = [Tensor::from(
+            ArrayD::from_shape_vec(vec![4, 5], values).unwrap(),
+        )];
+        assert_eq!(exe.run(&inputs).unwrap(), p.run(&inputs).unwrap());
+
+        // Six vectors, each added to `x` along the rows and along the columns, every sum an
+        // output: each vector is two inputs (one per placement) beside two outputs.
+        let mut p = Program::new("placed");
+        let x = p.parameter::<f32>(&[6, 6]);
+        let mut inputs = vec![Tensor::from(ArrayD::from_shape_fn(vec![6, 6], |i| {
+            (i[0] * 6 + i[1]) as f32 * 0.125 - 2.0
+        }))];
+        for j in 0..6 {
+            let b = p.parameter::<f32>(&[6]);
+            inputs.push(Tensor::from(ArrayD::from_shape_fn(vec![6], |i| {
+                (i[0] + j) as f32 * 0.0625 + 0.5
+            })));
+            let rows = p.add(x, b, &[0]).unwrap();
+            let columns = p.add(x, b, &[1]).unwrap();
+            p.output(rows).unwrap();
+            p.output(columns).unwrap();
+        }
+        let exe = p.compile().unwrap();
+        assert!(exe.stages.len() >= 2, "{} loops", exe.stages.len());
+        assert_eq!(exe.run(&inputs).unwrap(), p.run(&inputs).unwrap());
     }
 
     /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer), and
