@@ -20,10 +20,11 @@
 //! a transpose, in a chain without folds, by the register transposes ([`transpose_tile`]), a
 //! tile of 32 rows by a few hundred columns at a time); an output is written in
 //! place, or from the buffer: along its stride, or, for a large chain, with non-temporal
-//! stores ([`stream`]). In a large chain with folds, each tile asks for the next tile's input
-//! rows a part before each of its steps, so that memory streams while the steps compute. The
-//! tiles are split over threads ([`parallel::split`]); each thread's buffers are its staging
-//! buffer ([`stage::with_staging`]), kept from call to call.
+//! stores ([`stream`]). In a large chain (with folds, or without and with two steps or more
+//! per input it reads in full), each tile or chunk asks for the next one's inputs read in
+//! place a part before each of its steps, so that memory streams while the steps compute
+//! ([`ask_ahead`]). The tiles are split over threads ([`parallel::split`]); each thread's
+//! buffers are its staging buffer ([`stage::with_staging`]), kept from call to call.
 
 use super::kernel::{Block, Line};
 use super::operand::{Operand, Strides};
@@ -45,9 +46,13 @@ pub(crate) const MAX_OPERANDS: usize = 16;
 /// register holds this much (one row at least), so a tile's registers stay in L1/L2.
 const TILE_BYTES: usize = 16 << 10;
 
-/// The traffic from which a chain with folds fetches each next tile ahead: one larger than the
+/// The traffic from which a chain fetches each next tile (or chunk) ahead: one larger than the
 /// caches of a core (its inputs come from memory).
 const PREFETCH_MIN_BYTES: usize = 4 << 20;
+
+/// The steps per input read in full from which a chain without folds fetches ahead: with fewer,
+/// its inputs' streams keep memory busy, and the requests only cost (`BENCHMARKS.md`).
+const PREFETCH_STEPS: usize = 2;
 
 /// Bytes of the widest register's chunk in a chain without: 1,024 `f32`s, in L1.
 const CHUNK_BYTES: usize = 4 << 10;
@@ -138,8 +143,8 @@ struct Walk<'a> {
     /// The inputs gathered into the buffer at each tile, and the outputs copied out of it.
     gathered: &'a [usize],
     copied: &'a [usize],
-    /// Whether each tile fetches the next tile's rows of its inputs read in place, a part
-    /// before each step, while the step computes.
+    /// Whether each tile fetches the next tile of its inputs read in place, a part before each
+    /// step, while the step computes ([`ask_ahead`]).
     prefetch: bool,
 }
 
@@ -291,6 +296,15 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             spans[k] *= outer[d];
         }
     }
+    // Chains without folds fetch ahead where their traffic passes the last-level cache (their
+    // outputs stream) and they compute long enough per input stream to leave memory idle.
+    let streams = (0..n_ops)
+        .filter(|&k| !chain.written[k] && chain.operands[k].traffic(m * n) > 0)
+        .count();
+    let prefetch = match by_rows {
+        true => streamed || traffic >= PREFETCH_MIN_BYTES,
+        false => streamed && chain.steps.len() >= PREFETCH_STEPS * streams,
+    };
     let walk = Walk {
         chain,
         outer,
@@ -304,7 +318,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         stream_out: &stream_out,
         gathered: &gathered,
         copied: &copied,
-        prefetch: by_rows && (streamed || traffic >= PREFETCH_MIN_BYTES),
+        prefetch,
     };
     if stage::with_staging(total, |_| ()).is_none() {
         return Err(BroadcastError::Allocation {
@@ -347,7 +361,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             if in_line {
                 // SAFETY: as the caller promised of the chain; the buffers are this thread's,
                 // the inputs read once filled.
-                unsafe { chunks_in_line(chain, &loc, &strides, &buf, pitch, n, range) };
+                unsafe { chunks_in_line(&walk, &buf, range) };
             } else {
                 for unit in range {
                     let (first, c0) = (unit / chunks * rows, unit % chunks * pitch);
@@ -385,15 +399,16 @@ type Call = (Kernel, [*mut u8; 4], [isize; 4]);
 /// # Safety
 /// As [`run`], for a chain of one dim without folds; `buf` is this thread's buffers, each
 /// register's room for a chunk, the inputs read once filled.
-unsafe fn chunks_in_line(
-    chain: &RowChain<'_>,
-    loc: &[Loc],
-    strides: &[Strides],
-    buf: &[*mut u8],
-    pitch: usize,
-    n: usize,
-    range: std::ops::Range<usize>,
-) {
+unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Range<usize>) {
+    let Walk {
+        chain,
+        strides,
+        n,
+        pitch,
+        loc,
+        prefetch,
+        ..
+    } = *walk;
     let c0 = (range.start * pitch) as isize;
     // Each step's kernel, its operands' elements in the first chunk (output first) and their
     // moves to the next chunk, in bytes.
@@ -419,9 +434,21 @@ unsafe fn chunks_in_line(
         }
         steps.push((kernel, at, step));
     }
+    // The inputs read in place (unit stride): their next chunk, asked for along the steps.
+    let mut ahead: SmallVec<[(*const u8, usize); 4]> = SmallVec::new();
+    if prefetch {
+        for k in (0..chain.operands.len()).filter(|&k| !chain.written[k] && loc[k] == Loc::InPlace)
+        {
+            let o = &chain.operands[k];
+            // SAFETY: element `c0` of the operand's one dim, as above.
+            let first = unsafe { o.at(c0 * strides[k][0]) }.cast_const();
+            ahead.push((first.wrapping_add(pitch * o.size), pitch * o.size));
+        }
+    }
     for chunk in range {
         let width = pitch.min(n - chunk * pitch);
-        for (kernel, at, step) in &mut steps {
+        for (j, (kernel, at, step)) in steps.iter_mut().enumerate() {
+            ask_ahead(&ahead, j, chain.steps.len());
             // SAFETY: `width` elements of each register from there, of the kernel's types: an
             // operand's chunk, or a buffer's room for one.
             unsafe { call(*kernel, *at, width) };
@@ -429,6 +456,9 @@ unsafe fn chunks_in_line(
             for (p, d) in at.iter_mut().zip(*step) {
                 *p = p.wrapping_offset(d);
             }
+        }
+        for (p, bytes) in &mut ahead {
+            *p = p.wrapping_add(*bytes);
         }
     }
 }
@@ -563,24 +593,18 @@ unsafe fn tile(
             }
         }
     }
-    // The next tile's rows of the inputs read in place whose rows follow one another: fetched
-    // a part before each step, so that memory streams while the steps compute.
+    // The next tile of the inputs read in place whose tile is one piece of memory (a tile of
+    // whole rows that follow one another, or a chunk of one row): it follows this one, the next
+    // unit of the thread's range.
     let mut ahead: SmallVec<[(*const u8, usize); 4]> = SmallVec::new();
-    if prefetch {
+    if prefetch && (count == 1 || width == n) {
         for k in (0..n_ops).filter(|&k| !chain.written[k] && loc[k] == Loc::InPlace && dense[k]) {
-            let bytes = count * n * chain.sizes[k];
-            // (Past the array for the last tile: a prefetch never faults.)
+            let bytes = count * width * chain.sizes[k];
             ahead.push((at(k, 0).cast_const().wrapping_add(bytes), bytes));
         }
     }
-    let parts = chain.steps.len().max(1);
     for (j, st) in chain.steps.iter().enumerate() {
-        for &(from, bytes) in &ahead {
-            let lines = bytes.div_ceil(64);
-            for line in lines * j / parts..lines * (j + 1) / parts {
-                prefetch_line(from.wrapping_add(line * 64));
-            }
-        }
+        ask_ahead(&ahead, j, chain.steps.len());
         match *st {
             RowStep::Fold {
                 run,
@@ -695,6 +719,19 @@ unsafe fn tile(
                     }
                 }
             }
+        }
+    }
+}
+
+/// Asks for part `j` of `parts` of each of the pieces of memory `ahead` (first byte, length):
+/// a tile fetches the next one a part before each of its `parts` steps, so that memory streams
+/// while the steps compute (past the array for the last tile: a prefetch never faults).
+#[inline(always)]
+fn ask_ahead(ahead: &[(*const u8, usize)], j: usize, parts: usize) {
+    for &(from, bytes) in ahead {
+        let lines = bytes.div_ceil(64);
+        for line in lines * j / parts..lines * (j + 1) / parts {
+            prefetch_line(from.wrapping_add(line * 64));
         }
     }
 }

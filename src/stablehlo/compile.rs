@@ -1561,6 +1561,53 @@ mod tests {
         assert_eq!(exe.run(&inputs).unwrap(), p.run(&inputs).unwrap());
     }
 
+    /// GELU's chain at the sizes that stream its outputs (lowered here), where it fetches its
+    /// input ahead of its steps: in tiles of a row's chunks, in tiles of whole rows, and in
+    /// chunks in a line (its output also read by a later sum over the rows, so written in
+    /// place); `Program::run`'s results, allocating and into the caller's arrays.
+    #[test]
+    fn prefetching_chains_without_folds_match_run() {
+        for (shape, sum) in [
+            (&[3usize, 2500][..], false),
+            (&[7, 300], false),
+            (&[40, 300], true),
+        ] {
+            let mut p = Program::new("gelu");
+            let x = p.parameter::<f32>(shape);
+            let c = p.constant(0.044715f32);
+            let k = p.constant(0.7978846f32);
+            let (half, one) = (p.constant(0.5f32), p.constant(1.0f32));
+            let x2 = p.mul(x, x, &[]).unwrap();
+            let x3 = p.mul(x2, x, &[]).unwrap();
+            let cx3 = p.mul(c, x3, &[]).unwrap();
+            let inner = p.add(x, cx3, &[]).unwrap();
+            let kin = p.mul(k, inner, &[]).unwrap();
+            let t = p.tanh(kin).unwrap();
+            let onet = p.add(one, t, &[]).unwrap();
+            let hx = p.mul(half, x, &[]).unwrap();
+            let y = p.mul(hx, onet, &[]).unwrap();
+            p.output(y).unwrap();
+            if sum {
+                let s = p.reduce_sum(y, &[0]).unwrap();
+                p.output(s).unwrap();
+            }
+            let n: usize = shape.iter().product();
+            let values: Vec<f32> = (0..n)
+                .map(|i| ((i * 37) % 101) as f32 * 0.07 - 3.5)
+                .collect();
+            let inputs = [Tensor::from(ArrayD::from_shape_vec(shape, values).unwrap())];
+            let want = p.run(&inputs).unwrap();
+            let exe = p.compile().unwrap();
+            let (got, into) = crate::engine::with_streaming(|| {
+                let mut into = want.clone();
+                exe.run_into(&inputs, &mut into).unwrap();
+                (exe.run(&inputs).unwrap(), into)
+            });
+            assert_eq!(got, want, "{shape:?}");
+            assert_eq!(into, want, "{shape:?} into");
+        }
+    }
+
     /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer), and
     /// whose tiles fetch the next tile's rows ahead, gives `Program::run`'s results, allocating
     /// and into the caller's arrays.
