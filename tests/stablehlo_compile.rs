@@ -239,6 +239,55 @@ fn random_programs_match_run() {
     }
 }
 
+/// A `bool` intermediate whose buffer an `f32` intermediate had used before it: the chain
+/// `y = x / c; m = max of y (over the rows, or along them); s = y + m; select(y < s, y, s)`,
+/// where the compare writes its rows in one call and the select, reading an input or writing an
+/// output whose rows are not one after another, goes row by row. Column chains in tiles (64
+/// columns) and in sweeps (29), and a row chain over a view with padded rows; `run`'s bits.
+#[test]
+fn bool_intermediates_keep_their_rows() {
+    let program = |(m, n): (usize, usize), along: usize, read_x: bool| {
+        let mut p = Program::new("mask");
+        let x = p.parameter::<f32>(&[m, n]);
+        let c = p.constant(2.4715f32);
+        let cb = p.broadcast_in_dim(c, &[m, n], &[]).unwrap();
+        let y = p.div(x, cb, &[]).unwrap();
+        let mx = p.reduce_max(y, &[along]).unwrap();
+        let mb = p.broadcast_in_dim(mx, &[m, n], &[1 - along]).unwrap();
+        let s = p.add(y, mb, &[]).unwrap();
+        let pred = p.lt(y, s, &[]).unwrap();
+        let out = match read_x {
+            true => p.select(pred, x, s).unwrap(),
+            false => p.select(pred, y, s).unwrap(),
+        };
+        p.output(out).unwrap();
+        p
+    };
+    let values = |m: usize, n: usize| {
+        let v: Vec<f32> = (0..m * n)
+            .map(|i| ((i * 37) % 23) as f32 * 0.3 - 3.0)
+            .collect();
+        ArrayD::from_shape_vec(IxDyn(&[m, n]), v).unwrap()
+    };
+    // Over the rows: tiles of every row by 64 columns, and sweeps of 29.
+    for shape in [(64, 64), (7, 29), (2, 29)] {
+        let p = program(shape, 0, false);
+        check(
+            &format!("mask {shape:?}"),
+            &p,
+            &[Tensor::from(values(shape.0, shape.1))],
+        );
+    }
+    // Along the rows, over a view whose rows are 3 elements apart from one another.
+    let padded = values(40, 67);
+    let x = padded.slice(ndarray::s![.., ..64]).into_dyn();
+    let p = program((40, 64), 1, true);
+    let inputs = [x.clone().into()];
+    let want = p.run_views(&inputs).unwrap();
+    let got = p.compile().unwrap().run_views(&inputs).unwrap();
+    assert!(bits(&got[0]) == bits(&want[0]), "mask along padded rows");
+}
+
 #[test]
 fn bad_inputs_and_outputs_are_errors() {
     let p = bias_relu(2, 3);

@@ -236,8 +236,8 @@ struct Building {
 
 /// Intermediates (registers from `first_temp` on) share buffers once their last reader has run
 /// (numexpr's temporaries), so a chain's working set stays a few tiles, in L1/L2: each step's
-/// output takes the first free buffer of its kind (full or per row), grown to the largest
-/// element it holds. A step never writes a buffer it reads. Without `share_per_row`, each
+/// output takes the first free buffer of its kind (full or per row) and element size. A step
+/// never writes a buffer it reads. Without `share_per_row`, each
 /// per-row register keeps its own: a chain that folds leading dims reads them again in a later
 /// sweep over its rows ([`crate::engine::columns`]).
 fn share_temps(
@@ -255,7 +255,11 @@ fn share_temps(
         RowStep::Map { out, .. } | RowStep::Fold { out, .. } => out,
     };
     let mut slot_of: Vec<usize> = (0..sizes.len()).collect();
-    // Each buffer: its element size, kind, and the step that reads it last.
+    // Each buffer: its element size, kind, and the step that reads it last. A buffer holds
+    // elements of one size: the executors lay a register's rows out by its element size, and a
+    // kernel over several rows in one call writes them packed by its own, so `bool`s in a
+    // buffer laid out for `f32`s would be read back from the wrong rows by a step that goes
+    // row by row.
     let mut slots: Vec<(usize, bool, Option<usize>)> = Vec::new();
     for k in 0..steps.len() {
         let r = out(&steps[k]);
@@ -264,12 +268,12 @@ fn share_temps(
         }
         let last = steps.iter().rposition(|st| reads(st, r));
         let shares = share_per_row || !per_row[r];
-        let free = slots
-            .iter()
-            .position(|&(_, kind, end)| shares && kind == per_row[r] && end.is_some_and(|e| e < k));
+        let free = slots.iter().position(|&(size, kind, end)| {
+            shares && kind == per_row[r] && size == sizes[r] && end.is_some_and(|e| e < k)
+        });
         let slot = match free {
             Some(f) => {
-                slots[f] = (slots[f].0.max(sizes[r]), per_row[r], last);
+                slots[f].2 = last;
                 f
             }
             None => {
