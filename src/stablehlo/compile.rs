@@ -237,9 +237,9 @@ struct Building {
 /// Intermediates (registers from `first_temp` on) share buffers once their last reader has run
 /// (numexpr's temporaries), so a chain's working set stays a few tiles, in L1/L2: each step's
 /// output takes the first free buffer of its kind (full or per row) and element size. A step
-/// never writes a buffer it reads. Without `share_per_row`, each
-/// per-row register keeps its own: a chain that folds leading dims reads them again in a later
-/// sweep over its rows ([`crate::engine::columns`]).
+/// never writes a buffer it reads. Without `share_per_row`, each per-row register keeps its
+/// own: a chain that folds leading dims reads them again in a later sweep over its rows
+/// ([`crate::engine::columns`]).
 fn share_temps(
     steps: &mut [RowStep],
     sizes: &mut Vec<usize>,
@@ -1513,15 +1513,11 @@ mod tests {
         p
     }
 
-    /// A group counts each value it reads from outside once per placement against its bound
-    /// on operands: GELU's nine ops, which read their input four times, are one loop; a chain
-    /// of 13 inputs (a vector read in two placements is two) and 12 outputs is cut into loops
-    /// of at most [`MAX_OPERANDS`] operands (a loop of more stops the executor), and gives
-    /// `Program::run`'s results.
-    #[test]
-    fn groups_count_each_input_once() {
+    /// GELU in its `tanh` form over `shape` (nine ops reading `x` four times, four constants),
+    /// and its output.
+    fn gelu(shape: &[usize]) -> (Program, Value) {
         let mut p = Program::new("gelu");
-        let x = p.parameter::<f32>(&[4, 5]);
+        let x = p.parameter::<f32>(shape);
         let c = p.constant(0.044715f32);
         let k = p.constant(0.7978846f32);
         let (half, one) = (p.constant(0.5f32), p.constant(1.0f32));
@@ -1535,6 +1531,17 @@ mod tests {
         let hx = p.mul(half, x, &[]).unwrap();
         let y = p.mul(hx, onet, &[]).unwrap();
         p.output(y).unwrap();
+        (p, y)
+    }
+
+    /// A group counts each value it reads from outside once per placement against its bound
+    /// on operands: GELU's nine ops, which read their input four times, are one loop; a chain
+    /// of 13 inputs (a vector read in two placements is two) and 12 outputs is cut into loops
+    /// of at most [`MAX_OPERANDS`] operands (a loop of more stops the executor), and gives
+    /// `Program::run`'s results.
+    #[test]
+    fn groups_count_each_input_once() {
+        let (p, _) = gelu(&[4, 5]);
         let exe = p.compile().unwrap();
         assert_eq!(exe.stages.len(), 1);
         let values: Vec<f32> = (0..20).map(|i| i as f32 * 0.3 - 3.0).collect();
@@ -1576,21 +1583,7 @@ mod tests {
             (&[7, 300], false),
             (&[40, 300], true),
         ] {
-            let mut p = Program::new("gelu");
-            let x = p.parameter::<f32>(shape);
-            let c = p.constant(0.044715f32);
-            let k = p.constant(0.7978846f32);
-            let (half, one) = (p.constant(0.5f32), p.constant(1.0f32));
-            let x2 = p.mul(x, x, &[]).unwrap();
-            let x3 = p.mul(x2, x, &[]).unwrap();
-            let cx3 = p.mul(c, x3, &[]).unwrap();
-            let inner = p.add(x, cx3, &[]).unwrap();
-            let kin = p.mul(k, inner, &[]).unwrap();
-            let t = p.tanh(kin).unwrap();
-            let onet = p.add(one, t, &[]).unwrap();
-            let hx = p.mul(half, x, &[]).unwrap();
-            let y = p.mul(hx, onet, &[]).unwrap();
-            p.output(y).unwrap();
+            let (mut p, y) = gelu(shape);
             if sum {
                 let s = p.reduce_sum(y, &[0]).unwrap();
                 p.output(s).unwrap();
