@@ -235,9 +235,12 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         true => None,
         false => Some(strides[k][rank - 1]),
     };
-    let mut traffic = 0usize;
-    for o in chain.operands {
-        traffic = traffic.saturating_add(o.traffic(m.saturating_mul(n)));
+    // The bytes the chain moves, and how many of its inputs it reads in full (streams).
+    let (mut traffic, mut streams) = (0usize, 0usize);
+    for (o, &written) in chain.operands.iter().zip(chain.written) {
+        let bytes = o.traffic(m.saturating_mul(n));
+        traffic = traffic.saturating_add(bytes);
+        streams += usize::from(!written && bytes > 0);
     }
     // A large chain's contiguous outputs are computed in the buffer and copied out with
     // non-temporal stores: no read of the lines they overwrite.
@@ -298,9 +301,6 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     }
     // Chains without folds fetch ahead where their traffic passes the last-level cache (their
     // outputs stream) and they compute long enough per input stream to leave memory idle.
-    let streams = (0..n_ops)
-        .filter(|&k| !chain.written[k] && chain.operands[k].traffic(m * n) > 0)
-        .count();
     let prefetch = match by_rows {
         true => streamed || traffic >= PREFETCH_MIN_BYTES,
         false => streamed && chain.steps.len() >= PREFETCH_STEPS * streams,
