@@ -288,6 +288,67 @@ fn bool_intermediates_keep_their_rows() {
     assert!(bits(&got[0]) == bits(&want[0]), "mask along padded rows");
 }
 
+/// Chains without folds over rows longer than a chunk run a chunk of one row at a time: a row
+/// vector read in place, a column vector and a strided view gathered, outputs of either order.
+#[test]
+fn chains_over_long_rows_match_run() {
+    let program = |m: usize, n: usize| {
+        let mut p = Program::new("long_rows");
+        let x = p.parameter::<f32>(&[m, n]);
+        let b = p.parameter::<f32>(&[n]);
+        let c = p.parameter::<f32>(&[m]);
+        let s = p.add(x, b, &[1]).unwrap();
+        let zero = p.constant(0.0f32);
+        let r = p.max(s, zero, &[]).unwrap();
+        let y = p.mul(r, c, &[0]).unwrap();
+        p.output(y).unwrap();
+        p.output(s).unwrap();
+        p
+    };
+    let mut rng = Rng(0x1d3a_55e7);
+    for (m, n) in [(3, 2500), (2, 1030), (5, 2055), (1, 4100)] {
+        let p = program(m, n);
+        for fortran in [false, true] {
+            let inputs = [
+                tensor(&mut rng, &[m, n], fortran),
+                tensor(&mut rng, &[n], false),
+                tensor(&mut rng, &[m], false),
+            ];
+            let exe = check(&format!("long rows {m}x{n}, F {fortran}"), &p, &inputs);
+            // The first output every other element of wider rows.
+            let want = p.run(&inputs).unwrap();
+            let mut spaced = ArrayD::<f32>::zeros(IxDyn(&[m, 2 * n]));
+            spaced.slice_collapse(ndarray::s![.., ..;2]);
+            let mut outs = vec![
+                Tensor::from(spaced),
+                Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[m, n]))),
+            ];
+            exe.run_into(&inputs, &mut outs).unwrap();
+            for k in 0..2 {
+                let name = format!("long rows {m}x{n}, F {fortran}, into spaced rows");
+                assert!(bits(&outs[k]) == bits(&want[k]), "{name}");
+            }
+        }
+        // `x` every other column of a wider array.
+        let wide = tensor(&mut rng, &[m, 2 * n], false);
+        let (b, c) = (tensor(&mut rng, &[n], false), tensor(&mut rng, &[m], false));
+        let Tensor::F32(wide) = wide else {
+            unreachable!()
+        };
+        let x = wide.slice(ndarray::s![.., ..;2]).into_dyn();
+        let (b, c) = (b.view::<f32>().unwrap(), c.view::<f32>().unwrap());
+        let inputs = [x.into(), b.into(), c.into()];
+        let want = p.run_views(&inputs).unwrap();
+        let got = p.compile().unwrap().run_views(&inputs).unwrap();
+        for k in 0..2 {
+            assert!(
+                bits(&got[k]) == bits(&want[k]),
+                "long rows {m}x{n} over a strided view"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_inputs_and_outputs_are_errors() {
     let p = bias_relu(2, 3);

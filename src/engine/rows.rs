@@ -11,9 +11,9 @@
 //! elements, which is how [`super::reduce::reduce_table`] folds a row that is contiguous in
 //! memory, so its results are a reduction's run alone, bit for bit. A chain without them
 //! takes the planner's dims ([`Plan`]: size-1 dims dropped, ordered by the written operands'
-//! strides, contiguous dims merged) and runs in chunks of its inner dim; over one dim, with no
-//! operand gathered or copied out, chunk after chunk with each step's pointers moved along
-//! ([`chunks_in_line`]).
+//! strides, contiguous dims merged) and runs in chunks of its inner dim; over one or two dims
+//! with rows longer than a chunk and no transpose, a chunk of one row at a time, each step's
+//! pointers found from the row and the column ([`chunks_in_line`]).
 //!
 //! An input whose rows are contiguous is read in place, other inputs are gathered into the
 //! tile's buffer (one that is the same for every row once per range; one read across its rows,
@@ -327,8 +327,9 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             bytes: total.checked_mul(64),
         });
     }
-    // One dim, no operand gathered or copied out: chunks in a line, no tile bookkeeping.
-    let in_line = !by_rows && outer.is_empty() && gathered.is_empty() && copied.is_empty();
+    // No folds, one outer dim at most, a chunk per unit and no input read across its rows:
+    // chunks in a line, no tile bookkeeping.
+    let in_line = !by_rows && outer.len() <= 1 && rows == 1 && !across.contains(&true);
     // A unit is a tile: a block of `rows` rows (the last one's rest), a chunk of columns.
     let units = m.div_ceil(rows) * chunks;
     parallel::split(units, parallel::pieces(traffic), 1, &|range| {
@@ -387,78 +388,110 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     Ok(())
 }
 
-/// A kernel, its operands' elements (output first) and their moves from one call to the next,
-/// in bytes.
-type Call = (Kernel, [*mut u8; 4], [isize; 4]);
+/// A register's first element and its moves, in bytes, by a row and by an element of a row (0
+/// and 0 for a buffer).
+type Place = (*mut u8, isize, isize);
 
-/// The chain over chunks `range` of its one dim (`pitch` elements each, the last `n`'s rest)
-/// when no operand is gathered or copied out: from one chunk to the next each step's operands
-/// move by a chunk along their strides (a buffer's not at all), so a chunk costs a kernel call
-/// per step and none of a tile's bookkeeping.
+/// A kernel, and its operands' registers (output first).
+type Call = (Kernel, [Place; 4]);
+
+/// The chain over units `range`, a chunk of `pitch` elements of one row each, when it has no
+/// folds, at most one outer dim, a chunk per unit and no input read across its rows: each
+/// step's operands are found from the unit's row and first column by their strides, so a unit
+/// costs a kernel call per step, the copies its gathered inputs and buffered outputs need, and
+/// none of a tile's bookkeeping.
 ///
 /// # Safety
-/// As [`run`], for a chain of one dim without folds; `buf` is this thread's buffers, each
-/// register's room for a chunk, the inputs read once filled.
+/// As [`run`], for such a chain; `buf` is this thread's buffers, each register's room for a
+/// chunk, the inputs read once filled.
 unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Range<usize>) {
     let Walk {
         chain,
+        outer,
         strides,
         n,
         pitch,
         loc,
+        stream_out,
+        gathered,
+        copied,
         prefetch,
         ..
     } = *walk;
-    let c0 = (range.start * pitch) as isize;
-    // Each step's kernel, its operands' elements in the first chunk (output first) and their
-    // moves to the next chunk, in bytes.
+    let rank = outer.len() + 1;
+    let chunks = n.div_ceil(pitch);
+    // Operand `k`'s first element and its moves by a row and along a row, in bytes.
+    let place = |k: usize| -> Place {
+        let (o, s) = (&chain.operands[k], &strides[k]);
+        let z = o.size as isize;
+        let by_row = if rank == 2 { s[0] * z } else { 0 };
+        // SAFETY: offset 0 is the operand's first element.
+        (unsafe { o.at(0) }, by_row, s[rank - 1] * z)
+    };
     let mut steps: SmallVec<[Call; 16]> = SmallVec::new();
     for st in chain.steps {
         let RowStep::Map { kernel, out, args } = *st else {
             unreachable!("a chain with folds runs by rows")
         };
-        let (mut at, mut step) = ([std::ptr::null_mut(); 4], [0; 4]);
+        let mut regs = [(std::ptr::null_mut(), 0, 0); 4];
         for (j, &r) in [out, args[0], args[1], args[2]].iter().enumerate() {
-            (at[j], step[j]) = match loc[r] {
-                Loc::InPlace => {
-                    let (o, s) = (&chain.operands[r], strides[r][0]);
-                    // SAFETY: element `c0` of the operand's one dim (the range's first chunk
-                    // starts inside it), as the caller promised.
-                    (
-                        unsafe { o.at(c0 * s) },
-                        pitch as isize * s * o.size as isize,
-                    )
-                }
-                Loc::Buf | Loc::Once => (buf[r], 0),
+            regs[j] = match loc[r] {
+                Loc::InPlace => place(r),
+                Loc::Buf | Loc::Once => (buf[r], 0, 0),
             };
         }
-        steps.push((kernel, at, step));
+        steps.push((kernel, regs));
     }
-    // The inputs read in place (unit stride): their next chunk, asked for along the steps.
-    let mut ahead: SmallVec<[(*const u8, usize); 4]> = SmallVec::new();
-    if prefetch {
-        for k in (0..chain.operands.len()).filter(|&k| !chain.written[k] && loc[k] == Loc::InPlace)
-        {
-            let o = &chain.operands[k];
-            // SAFETY: element `c0` of the operand's one dim, as above.
-            let first = unsafe { o.at(c0 * strides[k][0]) }.cast_const();
-            ahead.push((first.wrapping_add(pitch * o.size), pitch * o.size));
+    // The inputs read in place, where the chain fetches ahead: each unit asks for the next
+    // unit's piece of each along its steps (past the array after the last unit: a prefetch
+    // never faults).
+    let ahead: SmallVec<[(Place, usize); 4]> = (0..chain.operands.len())
+        .filter(|&k| prefetch && !chain.written[k] && loc[k] == Loc::InPlace)
+        .map(|k| (place(k), pitch * chain.operands[k].size))
+        .collect();
+    let mut next: SmallVec<[(*const u8, usize); 4]> = SmallVec::new();
+    for unit in range {
+        let (row, c0) = ((unit / chunks) as isize, unit % chunks * pitch);
+        let (width, col) = (pitch.min(n - c0), c0 as isize);
+        let elem = |(p, by_row, along): Place| {
+            // SAFETY: element `(row, c0)` of an operand, the unit's first (every unit's row and
+            // first column are in the shape), or a buffer's first.
+            unsafe { p.offset(row * by_row + col * along) }
+        };
+        for &k in gathered {
+            let (reg, z) = (place(k), chain.operands[k].size);
+            // SAFETY: the unit's `width` elements of input `k` along its stride into its
+            // buffer, room for a chunk.
+            unsafe { copy_strided(elem(reg), reg.2, buf[k], z as isize, width, z) };
         }
-    }
-    for chunk in range {
-        let width = pitch.min(n - chunk * pitch);
-        for (j, (kernel, at, step)) in steps.iter_mut().enumerate() {
-            ask_ahead(&ahead, j, chain.steps.len());
+        next.clear();
+        let (nrow, ncol) = (
+            ((unit + 1) / chunks) as isize,
+            ((unit + 1) % chunks * pitch) as isize,
+        );
+        for &((p, by_row, along), bytes) in &ahead {
+            next.push((
+                p.wrapping_offset(nrow * by_row + ncol * along).cast_const(),
+                bytes,
+            ));
+        }
+        for (j, (kernel, regs)) in steps.iter().enumerate() {
+            ask_ahead(&next, j, steps.len());
+            let ptrs = regs.map(elem);
             // SAFETY: `width` elements of each register from there, of the kernel's types: an
-            // operand's chunk, or a buffer's room for one.
-            unsafe { call(*kernel, *at, width) };
-            // The next chunk's (past the last one after it: never read).
-            for (p, d) in at.iter_mut().zip(*step) {
-                *p = p.wrapping_offset(d);
-            }
+            // operand's piece of the unit's row, or a buffer's room for a chunk.
+            unsafe { call(*kernel, ptrs, width) };
         }
-        for (p, bytes) in &mut ahead {
-            *p = p.wrapping_add(*bytes);
+        for &k in copied {
+            let (reg, z) = (place(k), chain.operands[k].size);
+            // SAFETY: the unit's `width` elements of output `k`, this thread's alone, from its
+            // buffer; a streamed one's are contiguous.
+            unsafe {
+                match stream_out[k] {
+                    true => stream::copy_streaming(buf[k], elem(reg), width * z),
+                    false => copy_strided(buf[k], z as isize, elem(reg), reg.2, width, z),
+                }
+            }
         }
     }
 }

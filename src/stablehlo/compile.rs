@@ -1572,10 +1572,11 @@ mod tests {
         assert_eq!(exe.run(&inputs).unwrap(), p.run(&inputs).unwrap());
     }
 
-    /// GELU's chain at the sizes that stream its outputs (lowered here), where it fetches its
-    /// input ahead of its steps: in tiles of a row's chunks, in tiles of whole rows, and in
-    /// chunks in a line (its output also read by a later sum over the rows, so written in
-    /// place); `Program::run`'s results, allocating and into the caller's arrays.
+    /// Chains without folds at the sizes that stream their outputs (lowered here), where they
+    /// fetch their inputs ahead of their steps: GELU in chunks of its one dim (the output
+    /// copied out of the buffer, or written in place when a later sum over the rows reads it)
+    /// and in tiles of whole rows; `relu(x + b)` with `b` a row, in chunks of each row;
+    /// `Program::run`'s results, allocating and into the caller's arrays.
     #[test]
     fn prefetching_chains_without_folds_match_run() {
         for (shape, sum) in [
@@ -1603,6 +1604,27 @@ mod tests {
             assert_eq!(got, want, "{shape:?}");
             assert_eq!(into, want, "{shape:?} into");
         }
+        let (m, n) = (3, 2500);
+        let mut p = Program::new("bias_relu");
+        let x = p.parameter::<f32>(&[m, n]);
+        let b = p.parameter::<f32>(&[n]);
+        let s = p.add(x, b, &[1]).unwrap();
+        let zero = p.constant(0.0f32);
+        let y = p.max(s, zero, &[]).unwrap();
+        p.output(y).unwrap();
+        let value = |i: usize| ((i * 37) % 101) as f32 * 0.07 - 3.5;
+        let x = ArrayD::from_shape_vec(vec![m, n], (0..m * n).map(value).collect()).unwrap();
+        let b = ArrayD::from_shape_vec(vec![n], (0..n).map(|i| value(i + 5)).collect()).unwrap();
+        let inputs = [Tensor::from(x), Tensor::from(b)];
+        let want = p.run(&inputs).unwrap();
+        let exe = p.compile().unwrap();
+        let (got, into) = crate::engine::with_streaming(|| {
+            let mut into = want.clone();
+            exe.run_into(&inputs, &mut into).unwrap();
+            (exe.run(&inputs).unwrap(), into)
+        });
+        assert_eq!(got, want, "relu(x + b)");
+        assert_eq!(into, want, "relu(x + b) into");
     }
 
     /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer), and
