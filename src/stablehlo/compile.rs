@@ -1579,6 +1579,13 @@ mod tests {
     /// `Program::run`'s results, allocating and into the caller's arrays.
     #[test]
     fn prefetching_chains_without_folds_match_run() {
+        let value = |i: usize| ((i * 37) % 101) as f32 * 0.07 - 3.5;
+        let array = |shape: &[usize], from: usize| {
+            let n: usize = shape.iter().product();
+            let values = (from..from + n).map(value).collect();
+            Tensor::from(ArrayD::from_shape_vec(shape, values).unwrap())
+        };
+        let mut cases = Vec::new();
         for (shape, sum) in [
             (&[3usize, 2500][..], false),
             (&[7, 300], false),
@@ -1589,20 +1596,7 @@ mod tests {
                 let s = p.reduce_sum(y, &[0]).unwrap();
                 p.output(s).unwrap();
             }
-            let n: usize = shape.iter().product();
-            let values: Vec<f32> = (0..n)
-                .map(|i| ((i * 37) % 101) as f32 * 0.07 - 3.5)
-                .collect();
-            let inputs = [Tensor::from(ArrayD::from_shape_vec(shape, values).unwrap())];
-            let want = p.run(&inputs).unwrap();
-            let exe = p.compile().unwrap();
-            let (got, into) = crate::engine::with_streaming(|| {
-                let mut into = want.clone();
-                exe.run_into(&inputs, &mut into).unwrap();
-                (exe.run(&inputs).unwrap(), into)
-            });
-            assert_eq!(got, want, "{shape:?}");
-            assert_eq!(into, want, "{shape:?} into");
+            cases.push((p, vec![array(shape, 0)]));
         }
         let (m, n) = (3, 2500);
         let mut p = Program::new("bias_relu");
@@ -1612,19 +1606,19 @@ mod tests {
         let zero = p.constant(0.0f32);
         let y = p.max(s, zero, &[]).unwrap();
         p.output(y).unwrap();
-        let value = |i: usize| ((i * 37) % 101) as f32 * 0.07 - 3.5;
-        let x = ArrayD::from_shape_vec(vec![m, n], (0..m * n).map(value).collect()).unwrap();
-        let b = ArrayD::from_shape_vec(vec![n], (0..n).map(|i| value(i + 5)).collect()).unwrap();
-        let inputs = [Tensor::from(x), Tensor::from(b)];
-        let want = p.run(&inputs).unwrap();
-        let exe = p.compile().unwrap();
-        let (got, into) = crate::engine::with_streaming(|| {
-            let mut into = want.clone();
-            exe.run_into(&inputs, &mut into).unwrap();
-            (exe.run(&inputs).unwrap(), into)
-        });
-        assert_eq!(got, want, "relu(x + b)");
-        assert_eq!(into, want, "relu(x + b) into");
+        cases.push((p, vec![array(&[m, n], 0), array(&[n], 5)]));
+        for (p, inputs) in cases {
+            let want = p.run(&inputs).unwrap();
+            let exe = p.compile().unwrap();
+            let (got, into) = crate::engine::with_streaming(|| {
+                let mut into = want.clone();
+                exe.run_into(&inputs, &mut into).unwrap();
+                (exe.run(&inputs).unwrap(), into)
+            });
+            let shape = inputs[0].shape().to_vec();
+            assert_eq!(got, want, "{} {shape:?}", p.name());
+            assert_eq!(into, want, "{} {shape:?} into", p.name());
+        }
     }
 
     /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer), and
