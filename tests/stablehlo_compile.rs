@@ -288,7 +288,7 @@ fn bool_intermediates_keep_their_rows() {
     assert!(bits(&got[0]) == bits(&want[0]), "mask along padded rows");
 }
 
-/// Chains without folds over rows longer than a chunk run a chunk of one row at a time: a row
+/// Chains without folds over rows longer than half a chunk run a chunk of one row at a time: a row
 /// vector read in place, a column vector and a strided view gathered, outputs of either order.
 #[test]
 fn chains_over_long_rows_match_run() {

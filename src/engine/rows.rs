@@ -12,8 +12,8 @@
 //! memory, so its results are a reduction's run alone, bit for bit. A chain without them
 //! takes the planner's dims ([`Plan`]: size-1 dims dropped, ordered by the written operands'
 //! strides, contiguous dims merged) and runs in chunks of its inner dim; over one or two dims
-//! with rows longer than a chunk and no transpose, a chunk of one row at a time, each step's
-//! pointers found from the row and the column ([`chunks_in_line`]).
+//! with rows of more than half a chunk and no transpose, a chunk of one row at a time, each
+//! step's pointers found from the row and the column ([`chunks_in_line`]).
 //!
 //! An input whose rows are contiguous is read in place, other inputs are gathered into the
 //! tile's buffer (one that is the same for every row once per range; one read across its rows,
@@ -428,6 +428,9 @@ unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Rang
         // SAFETY: offset 0 is the operand's first element.
         (unsafe { o.at(0) }, by_row, s[rank - 1] * z)
     };
+    // The inputs gathered and the outputs copied out, with their places.
+    let gathered: SmallVec<[(usize, Place); 4]> = gathered.iter().map(|&k| (k, place(k))).collect();
+    let copied: SmallVec<[(usize, Place); 4]> = copied.iter().map(|&k| (k, place(k))).collect();
     let mut steps: SmallVec<[Call; 16]> = SmallVec::new();
     for st in chain.steps {
         let RowStep::Map { kernel, out, args } = *st else {
@@ -458,8 +461,8 @@ unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Rang
             // first column are in the shape), or a buffer's first.
             unsafe { p.offset(row * by_row + col * along) }
         };
-        for &k in gathered {
-            let (reg, z) = (place(k), chain.operands[k].size);
+        for &(k, reg) in &gathered {
+            let z = chain.operands[k].size;
             // SAFETY: the unit's `width` elements of input `k` along its stride into its
             // buffer, room for a chunk.
             unsafe { copy_strided(elem(reg), reg.2, buf[k], z as isize, width, z) };
@@ -482,8 +485,8 @@ unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Rang
             // operand's piece of the unit's row, or a buffer's room for a chunk.
             unsafe { call(*kernel, ptrs, width) };
         }
-        for &k in copied {
-            let (reg, z) = (place(k), chain.operands[k].size);
+        for &(k, reg) in &copied {
+            let z = chain.operands[k].size;
             // SAFETY: the unit's `width` elements of output `k`, this thread's alone, from its
             // buffer; a streamed one's are contiguous.
             unsafe {
