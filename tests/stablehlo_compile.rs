@@ -5,8 +5,8 @@
 mod common;
 
 use common::workloads::{
-    attention, batch_norm_of, bias_relu, dense_backward, gelu, layer_norm, norm_over, softmax,
-    softmax_last_of, transposed_add_relu,
+    attention, batch_norm_of, bias_relu, dense_backward, gelu, layer_norm, layer_norm_of,
+    norm_over, softmax, softmax_last_of, transposed_add_relu,
 };
 use common::{bits, Rng};
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
@@ -347,6 +347,59 @@ fn chains_over_long_rows_match_run() {
             );
         }
     }
+}
+
+/// Chains with folds over rows of more than half a chunk whose inputs come from memory (4 MiB
+/// or more) run a row at a time: a normalisation with a scale and shift per row (gathered) and
+/// its statistics as outputs (copied out), its input in either order (F order: gathered along
+/// its stride); a layer norm of rank 3 (each row's place carried over two outer dims, a row
+/// vector read in place); a softmax of the input shifted by a value per row; outputs into
+/// arrays of either order and into spaced rows.
+#[test]
+fn fold_chains_over_long_rows_match_run() {
+    let mut rng = Rng(0x5eed_f01d);
+    let (m, n) = (520, 1030);
+    let p = norm_over(&[m, n], &[1], true);
+    for fortran in [false, true] {
+        let inputs = [
+            tensor(&mut rng, &[m, n], fortran),
+            tensor(&mut rng, &[m], false),
+            tensor(&mut rng, &[m], false),
+        ];
+        let exe = check(&format!("norm over rows {m}x{n}, F {fortran}"), &p, &inputs);
+        // The output into every other element of wider rows (copied along its stride).
+        let want = p.run(&inputs).unwrap();
+        let mut spaced = ArrayD::<f32>::zeros(IxDyn(&[m, 2 * n]));
+        spaced.slice_collapse(ndarray::s![.., ..;2]);
+        let mut outs = vec![Tensor::from(spaced), want[1].clone(), want[2].clone()];
+        exe.run_into(&inputs, &mut outs).unwrap();
+        for k in 0..3 {
+            let name = format!("norm over rows {m}x{n}, F {fortran}, into spaced rows");
+            assert!(bits(&outs[k]) == bits(&want[k]), "{name}: output {k}");
+        }
+    }
+    let shape = [2, 260, n];
+    let inputs = [
+        tensor(&mut rng, &shape, false),
+        tensor(&mut rng, &[n], false),
+        tensor(&mut rng, &[n], false),
+    ];
+    check("layer norm of rank 3", &layer_norm_of(&shape), &inputs);
+    let mut p = Program::new("shifted_softmax");
+    let x = p.parameter::<f32>(&[m, n]);
+    let c = p.parameter::<f32>(&[m]);
+    let s = p.add(x, c, &[0]).unwrap();
+    let top = p.reduce_max(s, &[1]).unwrap();
+    let d = p.sub(s, top, &[0]).unwrap();
+    let e = p.exp(d).unwrap();
+    let sum = p.reduce_sum(e, &[1]).unwrap();
+    let y = p.div(e, sum, &[0]).unwrap();
+    p.output(y).unwrap();
+    let inputs = [
+        tensor(&mut rng, &[m, n], false),
+        tensor(&mut rng, &[m], false),
+    ];
+    check("softmax shifted by a value per row", &p, &inputs);
 }
 
 #[test]

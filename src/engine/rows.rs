@@ -9,7 +9,10 @@
 //! is, whole rows at a time: a full step reads a per-row register as a splat along the row,
 //! and a fold runs the table fold ([`FoldFn`]) once per row over the row's `n` contiguous
 //! elements, which is how [`super::reduce::reduce_table`] folds a row that is contiguous in
-//! memory, so its results are a reduction's run alone, bit for bit. A chain without them
+//! memory, so its results are a reduction's run alone, bit for bit. Its tiles are rows taken
+//! together up to 16 KiB of a register; a large one's over rows of half a chunk or more run a
+//! row at a time, each register's place found once per row, its registers in L1
+//! ([`rows_in_line`]). A chain without them
 //! takes the planner's dims ([`Plan`]: size-1 dims dropped, ordered by the written operands'
 //! strides, contiguous dims merged) and runs in chunks of its inner dim; over one or two dims
 //! with rows of more than half a chunk and no transpose, a chunk of one row at a time, each
@@ -23,7 +26,7 @@
 //! stores ([`stream`]). In a large chain (with folds, or without and with two steps or more
 //! per input it reads in full), each tile or chunk asks for the next one's inputs read in
 //! place a part before each of its steps, so that memory streams while the steps compute
-//! ([`ask_ahead`]). The tiles are split over threads ([`parallel::split`]); each thread's
+//! ([`ask_ahead`]; a chain run a row at a time asks into L2). The tiles are split over threads ([`parallel::split`]); each thread's
 //! buffers are its staging buffer ([`stage::with_staging`]), kept from call to call.
 
 use super::kernel::{Block, Line};
@@ -213,8 +216,23 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             across[k] = !chain.written[k] && o.plain && down == 1 && along.unsigned_abs() >= 8;
         }
     }
+    // The bytes the chain moves, and how many of its inputs it reads in full (streams).
+    let (mut traffic, mut streams) = (0usize, 0usize);
+    for (o, &written) in chain.operands.iter().zip(chain.written) {
+        let bytes = o.traffic(m.saturating_mul(n));
+        traffic = traffic.saturating_add(bytes);
+        streams += usize::from(!written && bytes > 0);
+    }
+    // A large chain's contiguous outputs are computed in the buffer and copied out with
+    // non-temporal stores: no read of the lines they overwrite.
+    let streamed = stream::may_stream(traffic);
+    // A chain with folds whose inputs come from memory (one larger than a core's caches) over
+    // rows of half a chunk or more: a row at a time, its registers in L1 ([`rows_in_line`]).
+    let one_row =
+        by_rows && n * widest >= CHUNK_BYTES / 2 && (streamed || traffic >= PREFETCH_MIN_BYTES);
     // Whole rows per tile, or chunks of one row; tiles of rows and columns to read across.
     let (pitch, rows) = match by_rows {
+        true if one_row => (n, 1),
         true => (n, (TILE_BYTES / (n * widest)).clamp(1, m)),
         false if across.contains(&true) => {
             let rows = ACROSS_ROWS.min(m);
@@ -235,16 +253,6 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         true => None,
         false => Some(strides[k][rank - 1]),
     };
-    // The bytes the chain moves, and how many of its inputs it reads in full (streams).
-    let (mut traffic, mut streams) = (0usize, 0usize);
-    for (o, &written) in chain.operands.iter().zip(chain.written) {
-        let bytes = o.traffic(m.saturating_mul(n));
-        traffic = traffic.saturating_add(bytes);
-        streams += usize::from(!written && bytes > 0);
-    }
-    // A large chain's contiguous outputs are computed in the buffer and copied out with
-    // non-temporal stores: no read of the lines they overwrite.
-    let streamed = stream::may_stream(traffic);
     let contiguous = |k: usize| last(k) == Some(1) || (n == 1 && last(k).is_some());
     let mut stream_out = Vec::with_capacity(n_ops);
     for k in 0..n_ops {
@@ -363,6 +371,9 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
                 // SAFETY: as the caller promised of the chain; the buffers are this thread's,
                 // the inputs read once filled.
                 unsafe { chunks_in_line(&walk, &buf, range) };
+            } else if one_row {
+                // SAFETY: as above.
+                unsafe { rows_in_line(&walk, &buf, splat, range) };
             } else {
                 for unit in range {
                     let (first, c0) = (unit / chunks * rows, unit % chunks * pitch);
@@ -496,6 +507,199 @@ unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Rang
                 }
             }
         }
+    }
+}
+
+/// The chain over rows `range`, a row at a time, when it folds, its rows are half a chunk or
+/// more and its inputs come from memory: each register's place in the row is found once per
+/// row (an operand's by the move of the dim the outer index carries into), and each step is
+/// one kernel or fold call, its registers in L1. Against tiles of 16 KiB, which pay their
+/// bookkeeping once for several rows but keep their registers in L2 only, it takes 0.55-0.9
+/// of the time on rows of 512 to 4,096 `f32`s and loses on shorter ones (`BENCHMARKS.md`).
+///
+/// # Safety
+/// As [`run`], for a chain with folds; `buf` and `splat` are this thread's, each register's
+/// room for a row of its kind and each splat for a row of the widest elements, the inputs read
+/// once filled.
+unsafe fn rows_in_line(
+    walk: &Walk<'_>,
+    buf: &[*mut u8],
+    splat: [*mut u8; 3],
+    range: std::ops::Range<usize>,
+) {
+    let Walk {
+        chain,
+        outer,
+        strides,
+        steps: moves,
+        n,
+        loc,
+        stream_out,
+        gathered,
+        copied,
+        ..
+    } = *walk;
+    let n_ops = chain.operands.len();
+    let rank = outer.len() + 1;
+    let per_row = chain.per_row;
+    // The first row's outer index and each operand's offset; each next row's by the move of
+    // the dim its outer index carries into.
+    let mut index: Strides = smallvec::smallvec![0; outer.len()];
+    let mut rest = range.start;
+    for d in (0..outer.len()).rev() {
+        index[d] = (rest % outer[d]) as isize;
+        rest /= outer[d];
+    }
+    let mut offs: SmallVec<[isize; 16]> = (0..n_ops)
+        .map(|k| (0..outer.len()).map(|d| index[d] * strides[k][d]).sum())
+        .collect();
+    let mut next = offs.clone();
+    let in_place: SmallVec<[usize; 16]> = (0..n_ops).filter(|&k| loc[k] == Loc::InPlace).collect();
+    // The inputs read in place whose rows move (one whose rows are all one stays in cache):
+    // each row asks for the next row's into L2, a part before each step, so that memory streams
+    // while the steps compute (into L1, the requests stall the steps: `BENCHMARKS.md`); `cuts`
+    // gives the lines of each asked for before each step.
+    let moves_on = |k: usize| strides[k][..rank - 1].iter().any(|&s| s != 0);
+    let ahead_of: SmallVec<[usize; 16]> = in_place
+        .iter()
+        .copied()
+        .filter(|&k| !chain.written[k] && moves_on(k))
+        .collect();
+    let parts = chain.steps.len();
+    let mut cuts: SmallVec<[std::ops::Range<usize>; 64]> = SmallVec::new();
+    for &k in &ahead_of {
+        let lines = (n * chain.operands[k].size).div_ceil(64);
+        cuts.extend((0..parts).map(|j| lines * j / parts..lines * (j + 1) / parts));
+    }
+    let mut ahead: SmallVec<[*const u8; 4]> = smallvec::smallvec![std::ptr::null(); ahead_of.len()];
+    let mut p: SmallVec<[*mut u8; 32]> = buf.iter().copied().collect();
+    let (p, ahead, cuts, offs, next) = (
+        &mut p[..],
+        &mut ahead[..],
+        &cuts[..],
+        &mut offs[..],
+        &mut next[..],
+    );
+    for _ in range {
+        // The next row's offsets (past the shape after its last row: only asked for).
+        let mut d = outer.len();
+        while d > 0 {
+            d -= 1;
+            index[d] += 1;
+            if index[d] < outer[d] as isize || d == 0 {
+                break;
+            }
+            index[d] = 0;
+        }
+        for k in 0..n_ops {
+            next[k] = offs[k] + moves.get(d * n_ops + k).copied().unwrap_or(0);
+        }
+        for &k in &in_place {
+            // SAFETY: the offset of the row's first element of operand `k`, in the shape.
+            p[k] = unsafe { chain.operands[k].at(offs[k]) };
+        }
+        for (i, &k) in ahead_of.iter().enumerate() {
+            let o = &chain.operands[k];
+            // SAFETY: offset 0 is the operand's first element; the next row's place is only
+            // asked for (past the operand after the last row).
+            let at = unsafe { o.at(0) }.wrapping_offset(next[k] * o.size as isize);
+            ahead[i] = at.cast_const();
+        }
+        for &k in gathered {
+            let o = &chain.operands[k];
+            let z = o.size;
+            // SAFETY: the row's element of a per-row input, or its `n` elements along its
+            // stride (0: one repeated), into its buffer, room for a row.
+            unsafe {
+                let from = o.at(offs[k]);
+                match per_row[k] {
+                    true => copy_strided(from, 0, buf[k], z as isize, 1, z),
+                    false => {
+                        let s = strides[k][rank - 1] * z as isize;
+                        copy_strided(from, s, buf[k], z as isize, n, z)
+                    }
+                }
+            }
+        }
+        for (j, st) in chain.steps.iter().enumerate() {
+            for (i, &from) in ahead.iter().enumerate() {
+                let lines = &cuts[i * parts + j];
+                let mut at = from.wrapping_add(lines.start * 64);
+                for _ in lines.clone() {
+                    prefetch_to_l2(at);
+                    at = at.wrapping_add(64);
+                }
+            }
+            match *st {
+                RowStep::Fold {
+                    run,
+                    identity,
+                    out,
+                    src,
+                } => {
+                    // SAFETY: the per-row register's slot, set to the identity, then the row's
+                    // `n` contiguous elements of `src` folded into it.
+                    unsafe {
+                        let z = chain.sizes[out];
+                        std::ptr::copy_nonoverlapping(chain.identities[identity].0, p[out], z);
+                        let blk = Block {
+                            n,
+                            inner: [0, 1],
+                            rows: 1,
+                            step: [1, 0],
+                        };
+                        run(std::ptr::null(), p[out], p[src], blk);
+                    }
+                }
+                RowStep::Map { kernel, out, args } => {
+                    let args = &args[..kernel.inputs()];
+                    if let Kernel::ZipByRow(_, by_row) = kernel {
+                        let [a, b] = [args[0], args[1]];
+                        if !per_row[out] && !per_row[a] && per_row[b] {
+                            // SAFETY: the row of `out` and `a` and its value of `b`, of the
+                            // kernel's types.
+                            unsafe { by_row([p[out], p[a], p[b]], 1, n) };
+                            continue;
+                        }
+                    }
+                    let mut ptrs = [p[out]; 4];
+                    for (j, &a) in args.iter().enumerate() {
+                        ptrs[j + 1] = match per_row[a] && !per_row[out] {
+                            false => p[a],
+                            true => {
+                                // SAFETY: the row's value of `a` repeated into a splat row.
+                                unsafe {
+                                    let z = chain.sizes[a];
+                                    copy_strided(p[a], 0, splat[j], z as isize, n, z)
+                                };
+                                splat[j]
+                            }
+                        };
+                    }
+                    let len = if per_row[out] { 1 } else { n };
+                    // SAFETY: `len` elements of each register, of the kernel's types.
+                    unsafe { call(kernel, ptrs, len) };
+                }
+            }
+        }
+        for &k in copied {
+            let o = &chain.operands[k];
+            let z = o.size;
+            // SAFETY: output `k`'s elements of this row, this thread's alone; a streamed
+            // one's are contiguous.
+            unsafe {
+                let to = o.at(offs[k]);
+                match (per_row[k], stream_out[k]) {
+                    (true, _) => copy_strided(buf[k], 0, to, 0, 1, z),
+                    (false, true) => stream::copy_streaming(buf[k], to, n * z),
+                    (false, false) => {
+                        let s = strides[k][rank - 1] * z as isize;
+                        copy_strided(buf[k], z as isize, to, s, n, z)
+                    }
+                }
+            }
+        }
+        offs.copy_from_slice(next);
     }
 }
 
@@ -779,6 +983,18 @@ fn prefetch_line(p: *const u8) {
     // SAFETY: a prefetch reads nothing and faults on no address.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Asks for the cache line at `p` into L2 (any address: a prefetch never faults).
+#[inline(always)]
+fn prefetch_to_l2(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing and faults on no address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p.cast())
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;

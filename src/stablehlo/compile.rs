@@ -1623,10 +1623,17 @@ mod tests {
 
     /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer), and
     /// whose tiles fetch the next tile's rows ahead, gives `Program::run`'s results, allocating
-    /// and into the caller's arrays.
+    /// and into the caller's arrays: in tiles of rows, and a row at a time over rows of 600 and
+    /// 1,030 (of rank 3: the row's place carried over two outer dims).
     #[test]
     fn streamed_row_chains_match_run() {
-        for shape in [&[6usize, 40][..], &[5, 3, 33], &[9, 1]] {
+        for shape in [
+            &[6usize, 40][..],
+            &[5, 3, 33],
+            &[9, 1],
+            &[3, 600],
+            &[2, 3, 1030],
+        ] {
             let p = softmax(shape);
             let n: usize = shape.iter().product();
             let values: Vec<f32> = (0..n)
