@@ -26,8 +26,9 @@
 //! stores ([`stream`]). In a large chain (with folds, or without and with two steps or more
 //! per input it reads in full), each tile or chunk asks for the next one's inputs read in
 //! place a part before each of its steps, so that memory streams while the steps compute
-//! ([`ask_ahead`]; a chain run a row at a time asks into L2). The tiles are split over threads ([`parallel::split`]); each thread's
-//! buffers are its staging buffer ([`stage::with_staging`]), kept from call to call.
+//! ([`ask_ahead`]; a chain run a row at a time asks into L2). The tiles are split over
+//! threads ([`parallel::split`]); each thread's buffers are its staging buffer
+//! ([`stage::with_staging`]), kept from call to call.
 
 use super::kernel::{Block, Line};
 use super::operand::{Operand, Strides};
@@ -514,7 +515,7 @@ unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Rang
 /// more and its inputs come from memory: each register's place in the row is found once per
 /// row (an operand's by the move of the dim the outer index carries into), and each step is
 /// one kernel or fold call, its registers in L1. Against tiles of 16 KiB, which pay their
-/// bookkeeping once for several rows but keep their registers in L2 only, it takes 0.55-0.9
+/// bookkeeping once for several rows but keep their registers in L2 only, it takes 0.64-0.95
 /// of the time on rows of 512 to 4,096 `f32`s and loses on shorter ones (`BENCHMARKS.md`).
 ///
 /// # Safety

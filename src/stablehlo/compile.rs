@@ -854,8 +854,8 @@ impl Program {
         })
     }
 
-    /// The chain of `members` (node indices, in order) over `shape`, without folds, writing the members
-    /// `needed` says to arrays.
+    /// The chain of `members` (node indices, in order) over `shape`, without folds, writing the
+    /// members `needed` says to arrays.
     #[inline(never)]
     fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
         let is_member = |v: &Value| members.contains(&v.index);
