@@ -352,7 +352,6 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             // SAFETY: as above.
             let splat: [*mut u8; 3] =
                 std::array::from_fn(|j| unsafe { base.add((total - (3 - j) * splat_lines) * 64) });
-            let mut offs = vec![0isize; rows * n_ops];
             // The inputs every row reads alike, gathered once for the range: a tile of rows,
             // so that the tile's kernels read them as they read the others.
             for k in (0..n_ops).filter(|&k| loc[k] == Loc::Once) {
@@ -376,6 +375,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
                 // SAFETY: as above.
                 unsafe { rows_in_line(&walk, &buf, splat, range) };
             } else {
+                let mut offs = vec![0isize; rows * n_ops];
                 for unit in range {
                     let (first, c0) = (unit / chunks * rows, unit % chunks * pitch);
                     let (count, width) = (rows.min(m - first), pitch.min(n - c0));
@@ -514,9 +514,9 @@ unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Rang
 /// The chain over rows `range`, a row at a time, when it folds, its rows are half a chunk or
 /// more and its inputs come from memory: each register's place in the row is found once per
 /// row (an operand's by the move of the dim the outer index carries into), and each step is
-/// one kernel or fold call, its registers in L1. Against tiles of 16 KiB, which pay their
-/// bookkeeping once for several rows but keep their registers in L2 only, it takes 0.64-0.95
-/// of the time on rows of 512 to 4,096 `f32`s and loses on shorter ones (`BENCHMARKS.md`).
+/// one kernel or fold call, its registers in L1. Tiles of 16 KiB pay their bookkeeping once
+/// for several rows but keep their registers in L2 only: on rows of 512 `f32`s or more this
+/// loop is faster, on shorter ones the tiles are (`BENCHMARKS.md`).
 ///
 /// # Safety
 /// As [`run`], for a chain with folds; `buf` and `splat` are this thread's, each register's
@@ -545,15 +545,8 @@ unsafe fn rows_in_line(
     let per_row = chain.per_row;
     // The first row's outer index and each operand's offset; each next row's by the move of
     // the dim its outer index carries into.
-    let mut index: Strides = smallvec::smallvec![0; outer.len()];
-    let mut rest = range.start;
-    for d in (0..outer.len()).rev() {
-        index[d] = (rest % outer[d]) as isize;
-        rest /= outer[d];
-    }
-    let mut offs: SmallVec<[isize; 16]> = (0..n_ops)
-        .map(|k| (0..outer.len()).map(|d| index[d] * strides[k][d]).sum())
-        .collect();
+    let mut index = outer_index(outer, range.start);
+    let mut offs: SmallVec<[isize; 16]> = (0..n_ops).map(|k| offset(&index, &strides[k])).collect();
     let mut next = offs.clone();
     let in_place: SmallVec<[usize; 16]> = (0..n_ops).filter(|&k| loc[k] == Loc::InPlace).collect();
     // The inputs read in place whose rows move (one whose rows are all one stays in cache):
@@ -583,15 +576,7 @@ unsafe fn rows_in_line(
     );
     for _ in range {
         // The next row's offsets (past the shape after its last row: only asked for).
-        let mut d = outer.len();
-        while d > 0 {
-            d -= 1;
-            index[d] += 1;
-            if index[d] < outer[d] as isize || d == 0 {
-                break;
-            }
-            index[d] = 0;
-        }
+        let d = next_row(&mut index, outer);
         for k in 0..n_ops {
             next[k] = offs[k] + moves.get(d * n_ops + k).copied().unwrap_or(0);
         }
@@ -740,17 +725,9 @@ unsafe fn tile(
     let rank = outer.len() + 1;
     // The first row's outer index and offsets, then each next row's by the step of the dim its
     // outer index carries into (no division per row).
-    let mut index: Strides = smallvec::smallvec![0; outer.len()];
-    let mut rest = first;
-    for d in (0..outer.len()).rev() {
-        index[d] = (rest % outer[d]) as isize;
-        rest /= outer[d];
-    }
+    let mut index = outer_index(outer, first);
     for k in 0..n_ops {
-        let mut at = 0;
-        for (d, &i) in index.iter().enumerate() {
-            at += i * strides[k][d];
-        }
+        let at = offset(&index, &strides[k]);
         offs[k] = match chain.per_row[k] {
             true => at,
             false => at + c0 as isize * strides[k][rank - 1],
@@ -758,15 +735,7 @@ unsafe fn tile(
     }
     // (Several rows only over outer dims: one row is all there is without them.)
     for row in 1..count {
-        let mut d = outer.len() - 1;
-        loop {
-            index[d] += 1;
-            if index[d] < outer[d] as isize || d == 0 {
-                break;
-            }
-            index[d] = 0;
-            d -= 1;
-        }
+        let d = next_row(&mut index, outer);
         for k in 0..n_ops {
             offs[row * n_ops + k] = offs[(row - 1) * n_ops + k] + steps[d * n_ops + k];
         }
@@ -962,6 +931,36 @@ unsafe fn tile(
             }
         }
     }
+}
+
+/// The outer index of row `row` over the outer dims `outer` (the last one fastest).
+fn outer_index(outer: &[usize], mut row: usize) -> Strides {
+    let mut index: Strides = smallvec::smallvec![0; outer.len()];
+    for d in (0..outer.len()).rev() {
+        index[d] = (row % outer[d]) as isize;
+        row /= outer[d];
+    }
+    index
+}
+
+/// An operand's offset at outer index `index`, from its `strides` (the outer dims' first).
+fn offset(index: &[isize], strides: &[isize]) -> isize {
+    index.iter().zip(strides).map(|(&i, &s)| i * s).sum()
+}
+
+/// Moves `index` on to the next row and gives the dim its outer index carries into (0 past
+/// the last row, and with no outer dims).
+fn next_row(index: &mut [isize], outer: &[usize]) -> usize {
+    let mut d = outer.len();
+    while d > 0 {
+        d -= 1;
+        index[d] += 1;
+        if index[d] < outer[d] as isize || d == 0 {
+            break;
+        }
+        index[d] = 0;
+    }
+    d
 }
 
 /// Asks for part `j` of `parts` of each of the pieces of memory `ahead` (first byte, length):
