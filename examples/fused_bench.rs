@@ -35,6 +35,32 @@ fn median(calls: usize, f: &mut dyn FnMut()) -> f64 {
     t[calls / 2]
 }
 
+/// The median times of `f` and `g` in ms over `calls` calls each, interleaved (the first of
+/// each pair alternating) so that both see the same state of the machine and of its caches;
+/// after one warm-up call each.
+fn median_pair(calls: usize, f: &mut dyn FnMut(), g: &mut dyn FnMut()) -> (f64, f64) {
+    f();
+    g();
+    let time = |h: &mut dyn FnMut()| {
+        let s = Instant::now();
+        h();
+        s.elapsed().as_secs_f64() * 1e3
+    };
+    let (mut tf, mut tg) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+    for c in 0..calls {
+        if c % 2 == 0 {
+            tf.push(time(f));
+            tg.push(time(g));
+        } else {
+            tg.push(time(g));
+            tf.push(time(f));
+        }
+    }
+    tf.sort_by(|a, b| a.total_cmp(b));
+    tg.sort_by(|a, b| a.total_cmp(b));
+    (tf[calls / 2], tg[calls / 2])
+}
+
 /// The median time of `f` in ms over `calls` calls on a fresh value of `make` each (made
 /// outside the timing), after one warm-up call.
 fn median_on<T>(calls: usize, make: &mut dyn FnMut() -> T, f: &mut dyn FnMut(T)) -> f64 {
@@ -90,12 +116,11 @@ fn executable(
         .collect();
     let exe = p.compile().expect("compiles");
     let mut outs = exe.run(&inputs).expect("runs");
-    let fused = median(calls, &mut || {
-        drop(black_box(exe.run(&inputs).expect("runs")))
-    });
-    let into = median(calls, &mut || {
-        exe.run_into(&inputs, &mut outs).expect("runs")
-    });
+    let (fused, into) = median_pair(
+        calls,
+        &mut || drop(black_box(exe.run(&inputs).expect("runs"))),
+        &mut || exe.run_into(&inputs, &mut outs).expect("runs"),
+    );
     println!("{name} {size} executable {fused:.4}");
     println!("{name} {size} executable_into {into:.4}");
     (inputs, outs)
@@ -211,12 +236,11 @@ fn main() {
             Tensor::from(b.clone().into_dyn()),
         ];
         let mut outs = exe.run(&inputs).expect("runs");
-        let program = median(calls, &mut || {
-            drop(black_box(exe.run(&inputs).expect("runs")))
-        });
-        let program_into = median(calls, &mut || {
-            exe.run_into(&inputs, &mut outs).expect("runs")
-        });
+        let (program, program_into) = median_pair(
+            calls,
+            &mut || drop(black_box(exe.run(&inputs).expect("runs"))),
+            &mut || exe.run_into(&inputs, &mut outs).expect("runs"),
+        );
         let direct = median(calls, &mut || {
             drop(black_box(x.add_bcast(&b, &[1]).expect("a row")))
         });
