@@ -734,6 +734,67 @@ fn leading_dim_chains_match_run() {
     );
 }
 
+/// A softmax over leading dims, `y = e / sum(e)` with `e = exp(x - max(x))` (or, `log`, the
+/// log-softmax `y = (x - max) - log(sum(e))`); with `with_max`, the maximum is an output too.
+fn softmax_over(shape: &[usize], k: usize, with_max: bool, log: bool) -> Program {
+    let (lead, kept): (Vec<usize>, Vec<usize>) = ((0..k).collect(), (k..shape.len()).collect());
+    let mut p = Program::new("softmax_over");
+    let x = p.parameter::<f32>(shape);
+    let mx = p.reduce_max(x, &lead).unwrap();
+    let d = p.sub(x, mx, &kept).unwrap();
+    let e = p.exp(d).unwrap();
+    let s = p.reduce_sum(e, &lead).unwrap();
+    let y = match log {
+        false => p.div(e, s, &kept).unwrap(),
+        true => {
+            let l = p.log(s).unwrap();
+            p.sub(d, l, &kept).unwrap()
+        }
+    };
+    p.output(y).unwrap();
+    if with_max {
+        p.output(mx).unwrap();
+    }
+    p
+}
+
+/// A chain over leading dims that runs in sweeps (arrays too tall for a tile of every row)
+/// keeps the register its last output is made from (a softmax's `exp(x - max)`) in that
+/// output's memory between its last two sweeps instead of computing it again: `run`'s bits for
+/// a softmax over the first dim and over two leading dims (merged as rows), with the maximum as
+/// an output too, allocating, into the caller's arrays and into arrays whose rows are spaced in
+/// memory; and for a log-softmax, whose last sweep computes its one step again.
+#[test]
+fn kept_registers_match_run() {
+    let mut rng = Rng(0x5eed_0f5e_1170_0001);
+    for (shape, k) in [(&[9000usize, 24][..], 1), (&[60, 150, 40], 2)] {
+        for (with_max, log) in [(false, false), (true, false), (false, true)] {
+            let name = format!("softmax over {k} dims of {shape:?}, max {with_max}, log {log}");
+            let p = softmax_over(shape, k, with_max, log);
+            let x = tensor(&mut rng, shape, false);
+            let exe = check(&name, &p, std::slice::from_ref(&x));
+            assert!(format!("{exe:?}").contains("Leading"), "{name}: no chain");
+            // Into rows 8 elements apart more than their length.
+            let want = p.run(std::slice::from_ref(&x)).unwrap();
+            let mut wide = shape.to_vec();
+            *wide.last_mut().unwrap() += 8;
+            let mut spaced = ArrayD::<f32>::zeros(IxDyn(&wide));
+            spaced.slice_each_axis_inplace(|ax| match ax.axis.index() == shape.len() - 1 {
+                true => ndarray::Slice::from(..shape[shape.len() - 1]),
+                false => ndarray::Slice::from(..),
+            });
+            let mut outs = vec![Tensor::from(spaced)];
+            for w in &want[1..] {
+                outs.push(Tensor::from(ArrayD::<f32>::zeros(IxDyn(w.shape()))));
+            }
+            exe.run_into(std::slice::from_ref(&x), &mut outs).unwrap();
+            for (j, (g, w)) in outs.iter().zip(&want).enumerate() {
+                assert!(bits(g) == bits(w), "{name}, into spaced rows: output {j}");
+            }
+        }
+    }
+}
+
 /// An output that a later stage reads (the dense backward's `dz`, read by its bias-gradient
 /// sum) is written into the caller's array when that array is laid out as `run` lays out the
 /// value, and the later stage reads it there: `run`'s bits, in the caller's own allocation.

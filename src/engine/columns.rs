@@ -11,7 +11,11 @@
 //! it can write read, and folds the band into a row of per-column accumulators; the per-column
 //! steps run between sweeps, once over the columns. What the folds read never reaches memory;
 //! the inputs are read once per sweep, in order, and the steps that feed two folds are computed
-//! twice.
+//! twice, but for one: where the last sweep writes one output from one register the last
+//! fold's sweep computes (a softmax's `exp(x - max)`, two steps or more), that sweep keeps the
+//! register in the output's memory and the last one reads it there ([`Spill`]). Such chains
+//! run in sweeps from 32 MiB of traffic even where a tile fits: a tile's rows, pieces of a few
+//! hundred bytes far apart, come from memory more slowly than a sweep's whole rows.
 //!
 //! A fold folds each column row after row, in the blocks of rows [`reduce::outer_blocks`]
 //! gives, each into a partial row and the partials then in order, with the table fold
@@ -24,6 +28,7 @@ use super::parallel;
 use super::reduce::{self, FoldFn};
 use super::rows::{call, RowChain, RowStep};
 use super::stage;
+use super::stream;
 use super::table::copy_strided;
 use crate::error::{BroadcastError, Result};
 
@@ -36,6 +41,10 @@ const CHUNK_BYTES: usize = 16 << 10;
 
 /// Bytes of the widest full register's tile of every row.
 const TILE_BYTES: usize = 1 << 20;
+
+/// The traffic from which a chain that can keep a register in its output runs in sweeps even
+/// where a tile of every row fits: one larger than a 32 MiB last-level cache.
+const SWEEP_MIN_BYTES: usize = 32 << 20;
 
 /// A tile's columns come in multiples of this many.
 const TILE_ALIGN: usize = 16;
@@ -126,6 +135,7 @@ impl Shared {
 }
 
 /// What every band of a chain shares.
+#[derive(Clone, Copy)]
 struct Sweeps<'a> {
     chain: &'a RowChain<'a>,
     lays: &'a [Lay],
@@ -141,6 +151,26 @@ struct Sweeps<'a> {
     rows: usize,
     width: usize,
     bands: bool,
+    /// The register kept in an output's memory, and how a sweep treats it ([`Spill`]).
+    spill: Option<Spill>,
+    /// Whether the kept register's and the output's bands are copied with non-temporal
+    /// stores (a chain larger than the last-level cache).
+    streamed: bool,
+    store: bool,
+    load: bool,
+}
+
+/// A full register `reg` written by step `by` in the last fold's sweep and read, beside values
+/// per column, by the one step (`last`) that writes output `out` in the sweep after it: the
+/// fold's sweep copies each band of `reg` into `out`'s memory, and the last sweep reads it
+/// from there instead of computing again the steps it takes (a softmax's `exp(x - max)`). The
+/// last sweep's step writes its band to this thread's buffer, and the band is copied out.
+#[derive(Clone, Copy)]
+struct Spill {
+    reg: usize,
+    by: usize,
+    last: usize,
+    out: usize,
 }
 
 /// Runs `chain` over `shape`, its folds over the first `k` dims, as the module says.
@@ -172,7 +202,14 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
     // bands.
     let fit = TILE_BYTES / m.saturating_mul(widest) / TILE_ALIGN * TILE_ALIGN;
     let spread = n.div_ceil(2 * pieces).next_multiple_of(TILE_ALIGN);
-    let tiled = fit >= TILE_MIN || fit >= n;
+    let spill = spill_of(chain, &lays);
+    // A chain that keeps a register in its output runs in sweeps once it outgrows the
+    // last-level cache (its outputs stream, past it): a tile's rows, pieces of a few hundred
+    // bytes far apart in memory, then come from memory at a fraction of a sweep's rate.
+    let streamed = stream::may_stream(traffic);
+    let sweep_over = spill.is_some() && (traffic >= SWEEP_MIN_BYTES || streamed);
+    let tiled = (fit >= TILE_MIN || fit >= n) && !sweep_over;
+    let spill = spill.filter(|_| !tiled);
     let (rows, width) = match tiled {
         true => (m, fit.min(spread).max(TILE_ALIGN).min(n)),
         false => {
@@ -229,7 +266,7 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
         let repeated = chain.per_row[r] || lays.get(r).is_some_and(|l| l.splat);
         if repeated && !tiled {
             total += (rows * n * chain.sizes[r]).div_ceil(64);
-        } else if r >= n_ops && !chain.per_row[r] {
+        } else if (r >= n_ops && !chain.per_row[r]) || spill.is_some_and(|sp| sp.out == r) {
             total += (rows * width * chain.sizes[r]).div_ceil(64);
         }
     }
@@ -249,6 +286,10 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
         rows,
         width,
         bands: !tiled,
+        spill,
+        streamed,
+        store: false,
+        load: false,
     };
     if tiled {
         let result = std::sync::Mutex::new(Ok(()));
@@ -269,25 +310,7 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
         });
         return result.into_inner().unwrap_or_else(|p| p.into_inner());
     }
-    // The last fold each register needs (by its number among the folds), through the
-    // per-column values it reads: an output is written by the first sweep after that fold.
-    let mut after: Vec<Option<usize>> = vec![None; regs];
-    let mut count = 0;
-    for st in chain.steps {
-        match *st {
-            RowStep::Fold { out, .. } => {
-                after[out] = Some(count);
-                count += 1;
-            }
-            RowStep::Map { kernel, out, args } => {
-                after[out] = args[..kernel.inputs()]
-                    .iter()
-                    .map(|&a| after[a])
-                    .max()
-                    .flatten();
-            }
-        }
-    }
+    let (after, count) = fold_after(chain);
     let mut unwritten: Vec<usize> = Vec::new();
     for r in 0..n_ops {
         if chain.written[r] && !chain.per_row[r] {
@@ -324,6 +347,10 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
                 steps.sort_unstable();
                 steps.dedup();
                 let blocks = reduce::outer_blocks(m, m.saturating_mul(n * z));
+                let sweeps = Sweeps {
+                    store: folds == count,
+                    ..sweeps
+                };
                 let fold = Folding {
                     step: j,
                     run,
@@ -376,7 +403,14 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
     }
     // The outputs' sweep: those that need the last fold, with the full steps they need.
     if !unwritten.is_empty() {
-        let steps = needed(chain, chain.steps.len(), &unwritten);
+        let steps = match spill {
+            Some(sp) => vec![sp.last],
+            None => needed(chain, chain.steps.len(), &unwritten),
+        };
+        let sweeps = Sweeps {
+            load: spill.is_some(),
+            ..sweeps
+        };
         let bands = m.div_ceil(rows);
         let result = std::sync::Mutex::new(Ok(()));
         parallel::split(bands, pieces, 1, &|range| {
@@ -390,6 +424,70 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
     }
     drop(store);
     Ok(())
+}
+
+/// The last fold each register needs (by its number among the folds), through the per-column
+/// values it reads: an output is written by the first sweep after that fold; and the number of
+/// folds.
+fn fold_after(chain: &RowChain<'_>) -> (Vec<Option<usize>>, usize) {
+    let mut after: Vec<Option<usize>> = vec![None; chain.sizes.len()];
+    let mut count = 0;
+    for st in chain.steps {
+        match *st {
+            RowStep::Fold { out, .. } => {
+                after[out] = Some(count);
+                count += 1;
+            }
+            RowStep::Map { kernel, out, args } => {
+                after[out] = args[..kernel.inputs()]
+                    .iter()
+                    .map(|&a| after[a])
+                    .max()
+                    .flatten();
+            }
+        }
+    }
+    (after, count)
+}
+
+/// The register a chain run in sweeps keeps in an output's memory ([`Spill`]): one that the
+/// last fold's sweep computes and the one step writing the one output of the last sweep reads
+/// beside values per column, where the last sweep would otherwise compute two steps or more
+/// again to make it.
+fn spill_of(chain: &RowChain<'_>, lays: &[Lay]) -> Option<Spill> {
+    let (n_ops, steps) = (chain.operands.len(), chain.steps);
+    let jl = steps
+        .iter()
+        .rposition(|st| matches!(st, RowStep::Fold { .. }))?;
+    let RowStep::Fold { src, .. } = steps[jl] else {
+        return None;
+    };
+    let (after, count) = fold_after(chain);
+    let mut last_outputs = (0..n_ops)
+        .filter(|&r| chain.written[r] && !chain.per_row[r] && after[r] == Some(count - 1));
+    let (Some(out), None) = (last_outputs.next(), last_outputs.next()) else {
+        return None;
+    };
+    let writes = |j: usize, r: usize| matches!(steps[j], RowStep::Map { out, .. } if out == r);
+    let last = (0..steps.len()).rev().find(|&j| writes(j, out))?;
+    let RowStep::Map { kernel, args, .. } = steps[last] else {
+        return None;
+    };
+    let mut full = args[..kernel.inputs()]
+        .iter()
+        .copied()
+        .filter(|&a| !(chain.per_row[a] || (a < n_ops && lays[a].splat)));
+    let (Some(reg), None) = (full.next(), full.next()) else {
+        return None;
+    };
+    // (Elements of one byte may be `bool`s, which not every bit pattern is.)
+    if reg < n_ops || chain.sizes[reg] != chain.sizes[out] || chain.sizes[out] < 2 {
+        return None;
+    }
+    let by = (0..last).rev().find(|&j| writes(j, reg))?;
+    let fold_steps = needed(chain, jl, &[src]);
+    let again = needed(chain, steps.len(), &[out]).len();
+    (fold_steps.contains(&by) && again >= 3).then_some(Spill { reg, by, last, out })
 }
 
 /// The full steps before step `end` that registers `wanted` are computed by, in order.
@@ -442,6 +540,19 @@ impl Sweeps<'_> {
     unsafe fn at(&self, r: usize, buf: *mut u8, row: usize, c0: usize) -> (*mut u8, isize) {
         let z = self.chain.sizes[r];
         let ops = self.chain.operands;
+        if let Some(sp) = self.spill.filter(|_| self.load) {
+            if r == sp.reg {
+                let l = self.lays[sp.out];
+                let off = row as isize * l.down + c0 as isize;
+                // SAFETY: an element of the output the register was kept in, as the caller
+                // promised of the row and column.
+                return (unsafe { ops[sp.out].at(off) }, l.down * z as isize);
+            }
+            if r == sp.out {
+                let at = buf.wrapping_add(self.first_line[r] * 64);
+                return (at, (self.width * z) as isize);
+            }
+        }
         let repeated = self.chain.per_row[r] || ops.get(r).is_some_and(|_| self.lays[r].splat);
         match ops.get(r).map(|o| (o, self.lays[r])) {
             _ if repeated && self.bands => {
@@ -629,8 +740,39 @@ impl Sweeps<'_> {
                             // SAFETY: as the caller promised; `buf` holds a band.
                             _ => unsafe { self.map(chain.steps[j], buf, r0, count, c0, width) },
                         }
+                        // The kept register's band to the output's memory, or (the last
+                        // sweep) the output's band from the buffer to its memory.
+                        let copy = match self.spill {
+                            Some(sp) if self.store && j == sp.by => Some((sp.reg, sp.out)),
+                            Some(sp) if self.load && j == sp.last => Some((sp.out, sp.out)),
+                            _ => None,
+                        };
+                        if let Some((from, to)) = copy {
+                            let (z, l) = (chain.sizes[to], self.lays[to]);
+                            let at = buf.wrapping_add(self.first_line[from] * 64);
+                            for row in 0..count {
+                                let off = (r0 + row) as isize * l.down + c0 as isize;
+                                // SAFETY: the band's row of a register in this thread's buffer,
+                                // `width` elements, to the output's row, this thread's alone;
+                                // the sweep fences its streamed stores.
+                                unsafe {
+                                    let (src, dst) =
+                                        (at.add(row * self.width * z), chain.operands[to].at(off));
+                                    match self.streamed {
+                                        true => stream::copy_streaming(src, dst, width * z),
+                                        false => std::ptr::copy_nonoverlapping(src, dst, width * z),
+                                    }
+                                };
+                            }
+                        }
                     }
                 }
+            }
+            #[cfg(target_arch = "x86_64")]
+            if self.spill.is_some() && self.streamed {
+                // SAFETY: a store fence has no preconditions; it orders this thread's
+                // non-temporal stores before the end of its part of the sweep.
+                unsafe { std::arch::x86_64::_mm_sfence() };
             }
         };
         stage::with_staging(lines.max(1), work).ok_or(BroadcastError::Allocation {

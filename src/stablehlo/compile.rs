@@ -1499,18 +1499,41 @@ mod tests {
 
     /// A softmax over the last dim of `shape`, and the row max as a second output.
     fn softmax(shape: &[usize]) -> Program {
-        let last = shape.len() - 1;
-        let outer: Vec<usize> = (0..last).collect();
+        softmax_over(shape, &[shape.len() - 1])
+    }
+
+    /// A softmax over dims `folded` of `shape`, and the maximum as a second output.
+    fn softmax_over(shape: &[usize], folded: &[usize]) -> Program {
+        let kept: Vec<usize> = (0..shape.len()).filter(|d| !folded.contains(d)).collect();
         let mut p = Program::new("softmax");
         let x = p.parameter::<f32>(shape);
-        let mx = p.reduce_max(x, &[last]).unwrap();
-        let d = p.sub(x, mx, &outer).unwrap();
+        let mx = p.reduce_max(x, folded).unwrap();
+        let d = p.sub(x, mx, &kept).unwrap();
         let e = p.exp(d).unwrap();
-        let s = p.reduce_sum(e, &[last]).unwrap();
-        let y = p.div(e, s, &outer).unwrap();
+        let s = p.reduce_sum(e, folded).unwrap();
+        let y = p.div(e, s, &kept).unwrap();
         p.output(y).unwrap();
         p.output(mx).unwrap();
         p
+    }
+
+    /// `exe`'s results, allocating and into the results' shapes, with every output streamed:
+    /// `p`'s bits, as `Program::run` gives them.
+    fn check_streamed(p: &Program, exe: &Executable, inputs: &[Tensor], name: &str) {
+        let want = p.run(inputs).unwrap();
+        let (got, into) = crate::engine::with_streaming(|| {
+            let got = exe.run(inputs).unwrap();
+            let mut into = want.clone();
+            for t in &mut into {
+                if let Tensor::F32(a) = t {
+                    a.fill(0.0);
+                }
+            }
+            exe.run_into(inputs, &mut into).unwrap();
+            (got, into)
+        });
+        assert_eq!(got, want, "{name}");
+        assert_eq!(into, want, "{name} into");
     }
 
     /// GELU in its `tanh` form over `shape` (nine ops reading `x` four times, four constants),
@@ -1640,23 +1663,29 @@ mod tests {
                 .map(|i| ((i * 37) % 23) as f32 * 0.25 - 2.0)
                 .collect();
             let x = Tensor::from(ArrayD::from_shape_vec(shape, values).unwrap());
-            let inputs = [x];
-            let want = p.run(&inputs).unwrap();
             let exe = p.compile().unwrap();
             assert!(exe.stages.iter().any(|s| matches!(s, Stage::Rows(_))));
-            let (got, into) = crate::engine::with_streaming(|| {
-                let got = exe.run(&inputs).unwrap();
-                let mut into = want.clone();
-                for t in &mut into {
-                    if let Tensor::F32(a) = t {
-                        a.fill(0.0);
-                    }
-                }
-                exe.run_into(&inputs, &mut into).unwrap();
-                (got, into)
-            });
-            assert_eq!(got, want, "{shape:?}");
-            assert_eq!(into, want, "{shape:?} into");
+            check_streamed(&p, &exe, &[x], &format!("{shape:?}"));
+        }
+    }
+
+    /// A softmax over leading dims whose outputs stream runs in sweeps, keeping `exp(x - max)`
+    /// in its output's memory (copied there, and the output copied out, with non-temporal
+    /// stores), the maximum a second output: `run`'s bits, where a tile of every row would fit.
+    #[test]
+    fn streamed_column_chains_match_run() {
+        for (shape, k) in [(&[300usize, 40][..], 1), (&[6, 50, 33], 2), (&[70, 9], 1)] {
+            let lead: Vec<usize> = (0..k).collect();
+            let p = softmax_over(shape, &lead);
+            let n: usize = shape.iter().product();
+            let values: Vec<f32> = (0..n)
+                .map(|i| ((i * 41) % 29) as f32 * 0.25 - 3.0)
+                .collect();
+            let x = Tensor::from(ArrayD::from_shape_vec(shape, values).unwrap());
+            let exe = p.compile().unwrap();
+            let leading = |s: &Stage| matches!(s, Stage::Rows(r) if r.folded != Folded::Last);
+            assert!(exe.stages.iter().any(leading), "{shape:?}: no chain");
+            check_streamed(&p, &exe, &[x], &format!("{shape:?} over {k} dims"));
         }
     }
 }
