@@ -481,7 +481,16 @@ fn spill_of(chain: &RowChain<'_>, lays: &[Lay]) -> Option<Spill> {
         return None;
     };
     // (Elements of one byte may be `bool`s, which not every bit pattern is.)
-    if reg < n_ops || chain.sizes[reg] != chain.sizes[out] || chain.sizes[out] < 2 {
+    let z = chain.sizes[out];
+    if reg < n_ops || chain.sizes[reg] != z || z < 2 {
+        return None;
+    }
+    // The register's elements are read in the output's memory as their own type: of the
+    // output's size, and here of its type too (the ops that read a full register beside
+    // per-column values give their inputs' type), but memory aligned to the size serves any
+    // type of that size (an `f64` where a `Complex<f32>` array may be only 4-aligned).
+    // SAFETY: the output's first element (a chain with folds has no empty dim).
+    if !(unsafe { chain.operands[out].at(0) } as usize).is_multiple_of(z) {
         return None;
     }
     let by = (0..last).rev().find(|&j| writes(j, reg))?;
