@@ -202,7 +202,8 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
     // bands.
     let fit = TILE_BYTES / m.saturating_mul(widest) / TILE_ALIGN * TILE_ALIGN;
     let spread = n.div_ceil(2 * pieces).next_multiple_of(TILE_ALIGN);
-    let spill = spill_of(chain, &lays);
+    let (after, count) = fold_after(chain);
+    let spill = spill_of(chain, &lays, &after, count);
     // A chain that keeps a register in its output runs in sweeps once it outgrows the
     // last-level cache (its outputs stream, past it): a tile's rows, pieces of a few hundred
     // bytes far apart in memory, then come from memory at a fraction of a sweep's rate.
@@ -310,7 +311,6 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
         });
         return result.into_inner().unwrap_or_else(|p| p.into_inner());
     }
-    let (after, count) = fold_after(chain);
     let mut unwritten: Vec<usize> = Vec::new();
     for r in 0..n_ops {
         if chain.written[r] && !chain.per_row[r] {
@@ -450,11 +450,17 @@ fn fold_after(chain: &RowChain<'_>) -> (Vec<Option<usize>>, usize) {
     (after, count)
 }
 
-/// The register a chain run in sweeps keeps in an output's memory ([`Spill`]): one that the
-/// last fold's sweep computes and the one step writing the one output of the last sweep reads
+/// The register a chain run in sweeps keeps in an output's memory ([`Spill`]), given each
+/// register's last fold and the number of folds ([`fold_after`]): one that the last fold's
+/// sweep computes and the one step writing the one output of the last sweep reads
 /// beside values per column, where the last sweep would otherwise compute two steps or more
 /// again to make it.
-fn spill_of(chain: &RowChain<'_>, lays: &[Lay]) -> Option<Spill> {
+fn spill_of(
+    chain: &RowChain<'_>,
+    lays: &[Lay],
+    after: &[Option<usize>],
+    count: usize,
+) -> Option<Spill> {
     let (n_ops, steps) = (chain.operands.len(), chain.steps);
     let jl = steps
         .iter()
@@ -462,7 +468,6 @@ fn spill_of(chain: &RowChain<'_>, lays: &[Lay]) -> Option<Spill> {
     let RowStep::Fold { src, .. } = steps[jl] else {
         return None;
     };
-    let (after, count) = fold_after(chain);
     let mut last_outputs = (0..n_ops)
         .filter(|&r| chain.written[r] && !chain.per_row[r] && after[r] == Some(count - 1));
     let (Some(out), None) = (last_outputs.next(), last_outputs.next()) else {
