@@ -139,12 +139,16 @@ pub trait XlaNumber: XlaElement {
 /// ```
 /// use xla_bcast::XlaOrd;
 /// assert!(f32::NAN.xla_max(1.0).is_nan());
+/// // Which NaN: the first operand that is one, quieted (its sign and payload kept).
+/// assert_eq!(f32::NAN.xla_min(-f32::NAN).to_bits(), f32::NAN.to_bits());
+/// assert_eq!(1.0f32.xla_max(-f32::NAN).to_bits(), (-f32::NAN).to_bits());
 /// assert_eq!(true.xla_min(false), false); // PRED: and
 /// ```
 pub trait XlaOrd: XlaElement + PartialOrd {
-    /// The larger value (floats: NaN propagates, `-0.0 < +0.0`; `bool`: or).
+    /// The larger value (floats: NaN propagates, the first NaN operand quieted;
+    /// `-0.0 < +0.0`; `bool`: or).
     fn xla_max(self, rhs: Self) -> Self;
-    /// The smaller value (floats: NaN propagates, `-0.0 < +0.0`; `bool`: and).
+    /// The smaller value (floats: NaN propagates, as `xla_max`; `-0.0 < +0.0`; `bool`: and).
     fn xla_min(self, rhs: Self) -> Self;
     /// The smallest value (-inf for floats), the identity of `max`.
     fn xla_lowest() -> Self;
@@ -436,7 +440,7 @@ macro_rules! float {
                 let larger = if self > rhs { self } else { rhs };
                 let equal = <$t>::from_bits(self.to_bits() & rhs.to_bits());
                 let m = if self == rhs { equal } else { larger };
-                if self.is_nan() || rhs.is_nan() { self + rhs } else { m }
+                first_nan(self, rhs, m)
             }
             #[inline(always)]
             fn xla_min(self, rhs: Self) -> Self {
@@ -444,7 +448,7 @@ macro_rules! float {
                 let smaller = if self < rhs { self } else { rhs };
                 let equal = <$t>::from_bits(self.to_bits() | rhs.to_bits());
                 let m = if self == rhs { equal } else { smaller };
-                if self.is_nan() || rhs.is_nan() { self + rhs } else { m }
+                first_nan(self, rhs, m)
             }
             fn xla_lowest() -> Self { <$t>::NEG_INFINITY }
             fn xla_highest() -> Self { <$t>::INFINITY }
@@ -463,6 +467,46 @@ macro_rules! float {
         }
     )*};
 }
+
+/// `m`, or where `a` or `b` is NaN the first NaN of the two, quieted: the one NaN `maximum`,
+/// `minimum` and `clamp` give, defined here so that every copy of every loop gives its bits
+/// (an arithmetic op's NaN is whichever operand the compiler put first). Selects only.
+#[inline(always)]
+fn first_nan<T: FloatBits>(a: T, b: T, m: T) -> T {
+    let nan = if a.is_nan() { a } else { b };
+    let quiet = T::from_raw(nan.raw() | T::QUIET);
+    if a.is_nan() || b.is_nan() {
+        quiet
+    } else {
+        m
+    }
+}
+
+/// The bits of `f32` and `f64`, as [`first_nan`] reads them.
+trait FloatBits: Copy {
+    type Bits: Copy + std::ops::BitOr<Output = Self::Bits>;
+    /// The quiet bit of a NaN.
+    const QUIET: Self::Bits;
+    fn raw(self) -> Self::Bits;
+    fn from_raw(b: Self::Bits) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! float_bits {
+    ($($t:ty: $b:ty),*) => {$(
+        impl FloatBits for $t {
+            type Bits = $b;
+            const QUIET: $b = 1 << (<$t>::MANTISSA_DIGITS - 2);
+            #[inline(always)]
+            fn raw(self) -> $b { self.to_bits() }
+            #[inline(always)]
+            fn from_raw(b: $b) -> Self { <$t>::from_bits(b) }
+            #[inline(always)]
+            fn is_nan(self) -> bool { <$t>::is_nan(self) }
+        }
+    )*};
+}
+float_bits!(f32: u32, f64: u64);
 
 signed_int!((i8, u8), (i16, u16), (i32, u32), (i64, u64), (isize, usize));
 unsigned_int!((u8, i8), (u16, i16), (u32, i32), (u64, i64), (usize, isize));
@@ -622,24 +666,35 @@ impl ViaF32 for half::bf16 {
     }
 }
 
-/// `f16` and `bf16`: each op in `f32` (exact for these types' `+ - * /` after one rounding).
+/// `f(a, b)` of two halves in `f32`, narrowed; where `a` or `b` is NaN, the first of them that
+/// is, quieted ([`first_nan`]): in `f32` the compiler may give either operand's NaN, and a
+/// half's loops widen and narrow in vector copies whose operand order differs.
+#[cfg(feature = "half")]
+#[inline(always)]
+fn via_f32<T: ViaF32>(a: T, b: T, f: impl Fn(f32, f32) -> f32) -> T {
+    let (x, y) = (a.widen(), b.widen());
+    T::narrow(first_nan(x, y, f(x, y)))
+}
+
+/// `f16` and `bf16`: each op in `f32` (exact for these types' `+ - * /` after one rounding),
+/// a NaN operand's NaN kept as [`via_f32`] says.
 #[cfg(feature = "half")]
 macro_rules! half_float {
     ($($t:ty),*) => {$(
         impl XlaElement for $t {
             #[inline(always)]
-            fn xla_add(self, rhs: Self) -> Self { <$t as ViaF32>::narrow(self.widen() + rhs.widen()) }
+            fn xla_add(self, rhs: Self) -> Self { via_f32(self, rhs, |a, b| a + b) }
             #[inline(always)]
-            fn xla_mul(self, rhs: Self) -> Self { <$t as ViaF32>::narrow(self.widen() * rhs.widen()) }
+            fn xla_mul(self, rhs: Self) -> Self { via_f32(self, rhs, |a, b| a * b) }
             fn xla_zero() -> Self { <$t>::ZERO }
             fn xla_one() -> Self { <$t>::ONE }
         }
 
         impl XlaNumber for $t {
             #[inline(always)]
-            fn xla_sub(self, rhs: Self) -> Self { <$t as ViaF32>::narrow(self.widen() - rhs.widen()) }
+            fn xla_sub(self, rhs: Self) -> Self { via_f32(self, rhs, |a, b| a - b) }
             #[inline(always)]
-            fn xla_div(self, rhs: Self) -> Self { <$t as ViaF32>::narrow(self.widen() / rhs.widen()) }
+            fn xla_div(self, rhs: Self) -> Self { via_f32(self, rhs, |a, b| a / b) }
             #[inline]
             fn xla_pow(self, rhs: Self) -> Self { <$t as ViaF32>::narrow(self.widen().powf(rhs.widen())) }
             #[inline(always)]
@@ -648,25 +703,24 @@ macro_rules! half_float {
 
         impl XlaOrd for $t {
             #[inline(always)]
-            fn xla_max(self, rhs: Self) -> Self {
-                <$t as ViaF32>::narrow(self.widen().xla_max(rhs.widen()))
-            }
+            fn xla_max(self, rhs: Self) -> Self { via_f32(self, rhs, f32::xla_max) }
             #[inline(always)]
-            fn xla_min(self, rhs: Self) -> Self {
-                <$t as ViaF32>::narrow(self.widen().xla_min(rhs.widen()))
-            }
+            fn xla_min(self, rhs: Self) -> Self { via_f32(self, rhs, f32::xla_min) }
             fn xla_lowest() -> Self { <$t>::NEG_INFINITY }
             fn xla_highest() -> Self { <$t>::INFINITY }
         }
 
         impl XlaReal for $t {
             #[inline(always)]
-            fn xla_rem(self, rhs: Self) -> Self { <$t as ViaF32>::narrow(self.widen() % rhs.widen()) }
+            fn xla_rem(self, rhs: Self) -> Self { via_f32(self, rhs, |a, b| a % b) }
         }
 
         impl XlaFloat for $t {
             #[inline]
             fn xla_atan2(self, rhs: Self) -> Self {
+                if self.is_nan() || rhs.is_nan() {
+                    return via_f32(self, rhs, |y, _| y);
+                }
                 <$t>::from_f64(self.to_f64().atan2(rhs.to_f64()))
             }
         }

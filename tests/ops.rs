@@ -985,3 +985,16 @@ fn outputs_at_every_alignment() {
         assert_eq!(out, want, "12-byte elements, offset {off}");
     }
 }
+
+/// Zero-sized results of walks large enough to stream (48 MiB read or more): nothing to
+/// write, never a division by the output's zero bytes.
+#[test]
+fn zero_sized_results_of_large_walks() {
+    let a = Array1::<f64>::from_elem(4 << 20, 1.5);
+    let mut out = Array1::<()>::from_elem(4 << 20, ());
+    a.zip_bcast_into(&a, &[], &mut out, |_, _| ()).unwrap();
+    let big = Array1::<f64>::from_elem(6 << 20, 2.0);
+    let mut units = Array1::<()>::from_elem(6 << 20, ());
+    units.zip_assign_bcast(&big, &[], |(), _| ()).unwrap();
+    assert_eq!(units.len(), 6 << 20);
+}

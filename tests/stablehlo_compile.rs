@@ -654,6 +654,93 @@ fn per_row_values_match_run_in_each_float_type() {
     case::<half::bf16>(half::bf16::from_f64);
 }
 
+/// Which NaN an op gives where an operand is NaN is defined once (the first NaN operand,
+/// quieted: `maximum`, `minimum` and `clamp` in every float type, and every op of the halves,
+/// which compute in `f32`), so a chain and `Program::run` agree on its bits too, sign and
+/// payload. Random programs over NaNs of both signs and payloads, operands broadcast or not,
+/// compared bit for bit (NaNs not folded together). The halves' loops gave NaNs of either sign
+/// in optimized builds before (`cargo test --release`, as CI runs this test too).
+#[test]
+fn nan_results_have_the_same_bits_in_both_roads() {
+    use xla_bcast::stablehlo::StableHloElement;
+
+    fn case<T>(nans: [u64; 3], from: fn(f64) -> T, of_bits: fn(u64) -> T, bits: fn(&T) -> u64)
+    where
+        T: StableHloElement + Clone,
+        Tensor: From<ArrayD<T>>,
+    {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let tensor = |rng: &mut Rng, shape: &[usize]| {
+            let n: usize = shape.iter().product();
+            let values = (0..n).map(|_| match rng.below(6) {
+                k @ 0..=2 => of_bits(nans[k]),
+                _ => from((rng.below(200) as f64 - 100.0) / 8.0),
+            });
+            Tensor::from(ArrayD::from_shape_vec(IxDyn(shape), values.collect()).unwrap())
+        };
+        let name = std::any::type_name::<T>();
+        for round in 0..60 {
+            let rank = 1 + rng.below(3);
+            let shape: Vec<usize> = (0..rank).map(|_| 1 + rng.below(70)).collect();
+            let last = [shape[rank - 1]];
+            let mut p = Program::new("nans");
+            let x = p.parameter::<T>(&shape);
+            let mut inputs = vec![tensor(&mut rng, &shape)];
+            let mut full = vec![x];
+            for _ in 0..1 + rng.below(8) {
+                let a = full[rng.below(full.len())];
+                let b = match rng.below(2) {
+                    0 => full[rng.below(full.len())],
+                    _ => {
+                        let row = p.parameter::<T>(&last);
+                        inputs.push(tensor(&mut rng, &last));
+                        p.broadcast_in_dim(row, &shape, &[rank - 1]).unwrap()
+                    }
+                };
+                full.push(match rng.below(7) {
+                    0 => p.max(a, b, &[]).unwrap(),
+                    1 => p.min(b, a, &[]).unwrap(),
+                    2 => p.clamp(b, a, b).unwrap(),
+                    3 => p.atan2(a, b, &[]).unwrap(),
+                    4 => p.rem(a, b, &[]).unwrap(),
+                    5 => {
+                        let axis = rng.below(rank);
+                        let m = p.reduce_max(a, &[axis]).unwrap();
+                        let dims: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
+                        p.max(a, m, &dims).unwrap()
+                    }
+                    _ => p.add(a, b, &[]).unwrap(),
+                });
+            }
+            p.output(*full.last().unwrap()).unwrap();
+            let want = p.run(&inputs).unwrap();
+            let got = p.compile().unwrap().run(&inputs).unwrap();
+            let (g, w) = (T::of(&got[0]).unwrap(), T::of(&want[0]).unwrap());
+            let first = g.iter().zip(w).position(|(g, w)| bits(g) != bits(w));
+            assert_eq!(first, None, "{name}, round {round}: {p:?}");
+        }
+    }
+    let f32_nans = [0x7fc0_0000, 0xffc0_0000, 0x7fa0_0001];
+    case::<f32>(
+        f32_nans,
+        |v| v as f32,
+        |b| f32::from_bits(b as u32),
+        |v| v.to_bits().into(),
+    );
+    let f64_nans = [0x7ff8 << 48, 0xfff8 << 48, 0x7ff4 << 48 | 1];
+    case::<f64>(f64_nans, |v| v, f64::from_bits, |v| v.to_bits());
+    #[cfg(feature = "half")]
+    {
+        use half::{bf16, f16};
+        let f16_nans = [0x7e00, 0xfe00, 0x7d01];
+        let f16_of = |b: u64| f16::from_bits(b as u16);
+        case::<f16>(f16_nans, f16::from_f64, f16_of, |v| v.to_bits().into());
+        let bf16_nans = [0x7fc0, 0xffc0, 0x7fa1];
+        let bf16_of = |b: u64| bf16::from_bits(b as u16);
+        case::<bf16>(bf16_nans, bf16::from_f64, bf16_of, |v| v.to_bits().into());
+    }
+}
+
 /// Reductions over leading dims run with the nodes around them by rows of columns,
 /// and give `run`'s bits: one fold and several, rank 2 and 3, one leading dim and two, folds
 /// small enough for one thread and large enough to fold in blocks, tiles of every row (the
@@ -869,6 +956,29 @@ fn unallocatable_row_chains_are_errors() {
         exe.run(&x),
         Err(BroadcastError::Allocation { .. })
     ));
+}
+
+/// A chain whose tile sizes overflow `usize` in bytes (rows of `2^62 + 16` elements, and of
+/// `2^62` exactly, whose product with the element size wraps to zero) is refused as
+/// `Program::run` refuses it, never sized from a wrapped product.
+#[test]
+fn chains_whose_sizes_overflow_are_errors() {
+    if usize::BITS < 64 {
+        return;
+    }
+    for n in [(1usize << 62) + 16, 1 << 62] {
+        let mut p = Program::new("overflowing_rows");
+        let c = p.constant(1.0f32);
+        let b = p.broadcast_in_dim(c, &[n], &[]).unwrap();
+        let s = p.reduce_sum(b, &[0]).unwrap();
+        p.output(s).unwrap();
+        assert!(matches!(p.run(&[]), Err(BroadcastError::Allocation { .. })));
+        let exe = p.compile().unwrap();
+        assert!(
+            matches!(exe.run(&[]), Err(BroadcastError::Allocation { .. })),
+            "rows of {n}"
+        );
+    }
 }
 
 /// `(t + c) * c` for a `t` read across its rows (a transpose, whole or in part of a higher

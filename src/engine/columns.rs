@@ -23,7 +23,9 @@
 //! leading dims, so the results are a reduction's run alone, bit for bit. The threads share a
 //! sweep's blocks, or the tiles. `BENCHMARKS.md` ("Column chains") has what each way pays.
 
+use super::caches::caches;
 use super::kernel::{Block, Line};
+use super::operand::Shared;
 use super::parallel;
 use super::reduce::{self, FoldFn};
 use super::rows::{call, RowChain, RowStep};
@@ -31,20 +33,6 @@ use super::stage;
 use super::stream;
 use super::table::copy_strided;
 use crate::error::{BroadcastError, Result};
-
-/// Bytes of the widest full register's band: rows are taken together until a register holds
-/// this much (a row at least), so that a band's registers stay in L1/L2.
-const BAND_BYTES: usize = 32 << 10;
-
-/// Bytes of the widest register's row in a band: longer rows are cut in chunks.
-const CHUNK_BYTES: usize = 16 << 10;
-
-/// Bytes of the widest full register's tile of every row.
-const TILE_BYTES: usize = 1 << 20;
-
-/// The traffic from which a chain that can keep a register in its output runs in sweeps even
-/// where a tile of every row fits: one larger than a 32 MiB last-level cache.
-const SWEEP_MIN_BYTES: usize = 32 << 20;
 
 /// A tile's columns come in multiples of this many.
 const TILE_ALIGN: usize = 16;
@@ -118,22 +106,6 @@ pub(crate) fn fits(shape: &[usize], k: usize, operands: &[(&[isize], bool, bool)
         })
 }
 
-/// A pointer the threads of a sweep share: each writes distinct elements through it (its
-/// bands' rows, its blocks' partial rows), or only reads.
-#[derive(Clone, Copy)]
-struct Shared(*mut u8);
-// SAFETY: as said of the type.
-unsafe impl Sync for Shared {}
-// SAFETY: as said of the type.
-unsafe impl Send for Shared {}
-
-impl Shared {
-    /// The pointer (a call, so that a closure captures the whole `Shared`).
-    fn get(self) -> *mut u8 {
-        self.0
-    }
-}
-
 /// What every band of a chain shares.
 #[derive(Clone, Copy)]
 struct Sweeps<'a> {
@@ -200,7 +172,8 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
     let pieces = parallel::pieces(traffic);
     // Tiles of every row where enough columns fit, and tiles enough for every thread; else
     // bands.
-    let fit = TILE_BYTES / m.saturating_mul(widest) / TILE_ALIGN * TILE_ALIGN;
+    let sizes = caches();
+    let fit = sizes.column_tile() / m.saturating_mul(widest) / TILE_ALIGN * TILE_ALIGN;
     let spread = n.div_ceil(2 * pieces).next_multiple_of(TILE_ALIGN);
     let (after, count) = fold_after(chain);
     let spill = spill_of(chain, &lays, &after, count);
@@ -208,33 +181,41 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
     // last-level cache (its outputs stream, past it): a tile's rows, pieces of a few hundred
     // bytes far apart in memory, then come from memory at a fraction of a sweep's rate.
     let streamed = stream::may_stream(traffic);
-    let sweep_over = spill.is_some() && (traffic >= SWEEP_MIN_BYTES || streamed);
+    let sweep_over = spill.is_some() && (traffic >= sizes.sweep_min() || streamed);
     let tiled = (fit >= TILE_MIN || fit >= n) && !sweep_over;
     let spill = spill.filter(|_| !tiled);
     let (rows, width) = match tiled {
         true => (m, fit.min(spread).max(TILE_ALIGN).min(n)),
         false => {
-            let width = (CHUNK_BYTES / widest).clamp(1, n);
-            ((BAND_BYTES / (width * widest)).clamp(1, m), width)
+            let width = (sizes.band_row() / widest).clamp(1, n);
+            ((sizes.band() / (width * widest)).clamp(1, m), width)
         }
     };
     // The rows of every column: per-column registers and repeated inputs, then each fold's
     // partial rows (blocks of them).
+    // Every size below in lines, checked: a shape too large to address is refused, never
+    // sized from a wrapped product (`usize::MAX` lines fail to allocate).
+    let lines_of = |count: usize, size: usize| {
+        count
+            .checked_mul(size)
+            .map_or(usize::MAX, |b| b.div_ceil(64))
+    };
     let mut line_of = vec![None; regs];
     let mut lines = 0usize;
     for r in 0..regs {
         let operand = r < n_ops;
         if (chain.per_row[r] && !operand) || (operand && lays[r].splat) {
             line_of[r] = Some(lines);
-            lines += (n * chain.sizes[r]).div_ceil(64);
+            lines = lines.saturating_add(lines_of(n, chain.sizes[r]));
         }
     }
     let mut parts_line = Vec::new();
     for st in chain.steps.iter().filter(|_| !tiled) {
         if let RowStep::Fold { src, .. } = *st {
             parts_line.push(lines);
-            let blocks = reduce::outer_blocks(m, m.saturating_mul(n * chain.sizes[src]));
-            lines += blocks * (n * chain.sizes[src]).div_ceil(64);
+            let row = n.saturating_mul(chain.sizes[src]);
+            let blocks = reduce::outer_blocks(m, m.saturating_mul(row));
+            lines = lines.saturating_add(blocks.saturating_mul(lines_of(row, 1)));
         }
     }
     let refused = || BroadcastError::Allocation {
@@ -266,14 +247,14 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
         // band, so that every step runs over the band in one call.
         let repeated = chain.per_row[r] || lays.get(r).is_some_and(|l| l.splat);
         if repeated && !tiled {
-            total += (rows * n * chain.sizes[r]).div_ceil(64);
+            total = lines_of(rows.saturating_mul(n), chain.sizes[r]).saturating_add(total);
         } else if (r >= n_ops && !chain.per_row[r]) || spill.is_some_and(|sp| sp.out == r) {
-            total += (rows * width * chain.sizes[r]).div_ceil(64);
+            total = lines_of(rows.saturating_mul(width), chain.sizes[r]).saturating_add(total);
         }
     }
     // A tile's partial row.
     let part_line = total;
-    let total = total + usize::from(tiled) * (width * widest).div_ceil(64);
+    let total = lines_of(usize::from(tiled) * width, widest).saturating_add(total);
     if stage::with_staging(total.max(1), |_| ()).is_none() {
         return Err(refused());
     }
@@ -338,7 +319,7 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
                 unwritten.retain(|w| !now.contains(w));
                 folds += 1;
                 let acc = sweeps.at_columns(out, 0);
-                let identity = Shared(chain.identities[identity].0.cast_mut());
+                let identity = chain.identities[identity];
                 // SAFETY: `n` elements of `out`'s type: its row of every column.
                 unsafe { copy_strided(identity.0, 0, acc, z as isize, n, z) };
                 let mut steps = needed(chain, j, &[src]);

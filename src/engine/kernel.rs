@@ -97,16 +97,20 @@ pub(crate) unsafe fn call<const N: usize>(
     unsafe { kernel.block(ptrs, block, written) }
 }
 
-/// Whether [`call`] may take the AVX2 copy: the CPU has it and it is not switched off.
+/// Whether [`call`] may take the AVX2 copy: the CPU has it (and, in the unit tests, it is not
+/// switched off).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn wide_simd() -> bool {
-    WIDE_SIMD.load(std::sync::atomic::Ordering::Relaxed)
-        && std::arch::is_x86_feature_detected!("avx2")
+    #[cfg(test)]
+    if !WIDE_SIMD.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    std::arch::is_x86_feature_detected!("avx2")
 }
 
-/// Cleared by tests to compare the two copies of the kernels.
-#[cfg(target_arch = "x86_64")]
+/// Cleared by the unit tests to compare the two copies of the kernels.
+#[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) static WIDE_SIMD: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(true);
 

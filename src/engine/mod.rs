@@ -23,6 +23,7 @@
 //! leading dims, by tiles of columns or sweeps over bands of rows ([`columns`]).
 
 mod alloc;
+mod caches;
 #[cfg(feature = "stablehlo")]
 pub(crate) mod columns;
 mod fresh;
@@ -56,7 +57,7 @@ pub(crate) use kernel::SlotInfo;
 pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};
 #[cfg(feature = "stablehlo")]
 pub(crate) use operand::Strides;
-pub(crate) use operand::{Operand, Src};
+pub(crate) use operand::{Operand, Shared, Src};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Order, Plan};
 pub(crate) use reduce::reduce;
@@ -98,7 +99,7 @@ pub(crate) fn with_streaming<R>(f: impl FnOnce() -> R) -> R {
     let _held = stream::tests_lock();
     stream::STREAM_MIN.store(0, Ordering::Relaxed);
     let r = f();
-    stream::STREAM_MIN.store(stream::STREAM_MIN_BYTES, Ordering::Relaxed);
+    stream::STREAM_MIN.store(usize::MAX, Ordering::Relaxed);
     r
 }
 
@@ -129,6 +130,7 @@ pub(crate) fn collect<C, D, K, const N: usize>(
     layout: Fresh,
 ) -> Result<Array<C, D>>
 where
+    C: Send,
     D: Dimension,
     K: BlockKernel<N> + Writes<MaybeUninit<C>>,
     Engine: Walk<N>,
@@ -145,6 +147,7 @@ fn collect_in<C, D, K, const N: usize>(
     layout: Fresh,
 ) -> Result<Array<C, D>>
 where
+    C: Send,
     D: Dimension,
     K: BlockKernel<N> + Writes<MaybeUninit<C>>,
     Engine: Walk<N>,

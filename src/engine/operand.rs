@@ -133,6 +133,25 @@ pub(crate) fn traffic(len: usize, operands: &[&Operand<'_>]) -> usize {
         .fold(0, usize::saturating_add)
 }
 
+/// A pointer the threads of one walk or chain share: each writes distinct elements through it
+/// (its ranges' rows, its blocks' partial rows), or all only read (an identity). The engine's
+/// one such wrapper.
+#[derive(Clone, Copy)]
+pub(crate) struct Shared(pub *mut u8);
+
+// SAFETY: as said of the type: no element is touched from two threads unless only read.
+unsafe impl Send for Shared {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// The pointer (a call, so that a closure captures the whole `Shared`).
+    #[inline(always)]
+    pub fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
 /// An input of elements `T`, seen at an output shape: built only from a borrowed array by
 /// constructors that check the placement against the shape rule, so every output index reads
 /// one of its elements.

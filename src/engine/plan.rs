@@ -151,16 +151,6 @@ impl<const N: usize> Plan<N> {
             }
         }
     }
-
-    /// Calls `run(offsets, n)` for each run of the innermost loop in `range`.
-    #[cfg(test)]
-    pub fn for_each_run(&self, range: Range<usize>, mut run: impl FnMut([isize; N], usize)) {
-        self.for_each_block(range, |offs, n, rows, step| {
-            for r in 0..rows as isize {
-                run(std::array::from_fn(|k| offs[k] + r * step[k]), n);
-            }
-        });
-    }
 }
 
 /// The dims of `shape` longer than 1, in order.
@@ -349,6 +339,17 @@ pub(crate) fn memory_order(shape: &[usize], inputs: &[&[isize]]) -> Option<Nest<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<const N: usize> Plan<N> {
+        /// Calls `run(offsets, n)` for each run of the innermost loop in `range`.
+        fn for_each_run(&self, range: Range<usize>, mut run: impl FnMut([isize; N], usize)) {
+            self.for_each_block(range, |offs, n, rows, step| {
+                for r in 0..rows as isize {
+                    run(std::array::from_fn(|k| offs[k] + r * step[k]), n);
+                }
+            });
+        }
+    }
 
     #[test]
     fn contiguous_merges_to_one_dim() {

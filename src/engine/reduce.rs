@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 
 use super::alloc;
 use super::kernel::{self, Block, Fold, FoldOrder};
-use super::operand::{Operand, Src, Strides};
+use super::operand::{Operand, Shared, Src, Strides};
 use super::parallel::{self, for_each_index, pieces, split};
 use super::plan::Plan;
 
@@ -421,7 +421,7 @@ unsafe fn run(
     // Folds the runs of `range` of `plan` from the source at `from` into the accumulator at
     // `to`; every call below passes a plan whose offsets address elements of both, the
     // accumulator's this thread's alone, as this function's caller promised.
-    let fold_range = |to: SendPtr, from: SendPtr, plan: &Plan<2>, range: Range<usize>| {
+    let fold_range = |to: Shared, from: Shared, plan: &Plan<2>, range: Range<usize>| {
         let inner = plan.inner_strides();
         let size = src.size as isize;
         plan.for_each_block(range, |o, n, rows, step| {
@@ -443,7 +443,7 @@ unsafe fn run(
         })
     };
     // SAFETY: element 0 of each, from which the plans' offsets count.
-    let first = |o: &Operand<'_>| SendPtr(unsafe { o.at(0) });
+    let first = |o: &Operand<'_>| Shared(unsafe { o.at(0) });
     if parts.is_empty() {
         // Each thread takes whole outer indices, which own distinct accumulator elements (or
         // the outer dim folds and the work stays on one thread).
@@ -472,12 +472,6 @@ unsafe fn run(
         fold_range(first(acc), first(part), &plan, 0..plan.len);
     }
 }
-
-/// A pointer shared with the threads of a split, each of which writes distinct elements.
-#[derive(Clone, Copy)]
-struct SendPtr(*mut u8);
-// SAFETY: the threads that share it write distinct elements through it (see `run`).
-unsafe impl Sync for SendPtr {}
 
 /// The strides at `src_shape` of an accumulator of `shape` and `strides` whose dim `acc_dim[d]`
 /// receives src dim `d`: 0 where src dims fold away or broadcast (size 1 in the accumulator).

@@ -30,8 +30,9 @@
 //! threads ([`parallel::split`]); each thread's buffers are its staging buffer
 //! ([`stage::with_staging`]), kept from call to call.
 
+use super::caches::caches;
 use super::kernel::{Block, Line};
-use super::operand::{Operand, Strides};
+use super::operand::{Operand, Shared, Strides};
 use super::parallel;
 use super::plan::Plan;
 use super::reduce::FoldFn;
@@ -46,27 +47,13 @@ use smallvec::SmallVec;
 /// takes a fixed number.
 pub(crate) const MAX_OPERANDS: usize = 16;
 
-/// Bytes of the widest register's tile in a chain with folds: rows are taken together until a
-/// register holds this much (one row at least), so a tile's registers stay in L1/L2.
-const TILE_BYTES: usize = 16 << 10;
-
-/// The traffic from which a chain fetches each next tile (or chunk) ahead: one larger than the
-/// caches of a core (its inputs come from memory).
-const PREFETCH_MIN_BYTES: usize = 4 << 20;
-
 /// The steps per input read in full from which a chain without folds fetches ahead: with fewer,
 /// its inputs' streams keep memory busy, and the requests only cost (`BENCHMARKS.md`).
 const PREFETCH_STEPS: usize = 2;
 
-/// Bytes of the widest register's chunk in a chain without: 1,024 `f32`s, in L1.
-const CHUNK_BYTES: usize = 4 << 10;
-
 /// Rows of a tile in a chain without folds that reads an input across its rows (a transpose):
 /// the rows of a register transpose's reads, each a cache line or more of the source.
 const ACROSS_ROWS: usize = 32;
-
-/// Bytes of the widest register's tile in such a chain: 256 `f32`s by 32 rows, in L1.
-const ACROSS_BYTES: usize = 32 << 10;
 
 /// One step of a chain.
 #[derive(Clone, Copy, Debug)]
@@ -103,15 +90,8 @@ pub(crate) struct RowChain<'a> {
     pub per_row: &'a [bool],
     pub sizes: &'a [usize],
     pub steps: &'a [RowStep],
-    pub identities: &'a [Identity],
+    pub identities: &'a [Shared],
 }
-
-/// The element a fold starts from, read by every thread.
-#[derive(Clone, Copy)]
-pub(crate) struct Identity(pub *const u8);
-
-// SAFETY: an identity is an element that is only read, by any thread.
-unsafe impl Sync for Identity {}
 
 /// Where a tile's register is: its buffer (rows `pitch` elements apart), its operand's rows in
 /// place (a full input or output with unit stride along the rows), or its buffer filled once
@@ -169,6 +149,7 @@ struct Walk<'a> {
 /// what the caller could panics.
 pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     let n_ops = chain.operands.len();
+    let sizes = caches();
     let by_rows = chain.per_row.iter().any(|&p| p);
     let mut strides: Vec<Strides> = Vec::with_capacity(n_ops);
     let dims = if by_rows {
@@ -229,20 +210,23 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     let streamed = stream::may_stream(traffic);
     // A chain with folds whose inputs come from memory (one larger than a core's caches) over
     // rows of half a chunk or more: a row at a time, its registers in L1 ([`rows_in_line`]).
+    // (A row's bytes saturate: a row too long to address is refused below, never sized from a
+    // wrapped product.)
+    let row_bytes = n.saturating_mul(widest);
     let one_row =
-        by_rows && n * widest >= CHUNK_BYTES / 2 && (streamed || traffic >= PREFETCH_MIN_BYTES);
+        by_rows && row_bytes >= sizes.chunk() / 2 && (streamed || traffic >= sizes.prefetch_min());
     // Whole rows per tile, or chunks of one row; tiles of rows and columns to read across.
     let (pitch, rows) = match by_rows {
         true if one_row => (n, 1),
-        true => (n, (TILE_BYTES / (n * widest)).clamp(1, m)),
+        true => (n, (sizes.row_tile() / row_bytes).clamp(1, m)),
         false if across.contains(&true) => {
             let rows = ACROSS_ROWS.min(m);
-            ((ACROSS_BYTES / (rows * widest)).clamp(1, n), rows)
+            ((sizes.across_tile() / (rows * widest)).clamp(1, n), rows)
         }
         false => {
-            let pitch = (CHUNK_BYTES / widest).clamp(1, n);
+            let pitch = (sizes.chunk() / widest).clamp(1, n);
             let rows = if pitch == n {
-                CHUNK_BYTES / (n * widest)
+                sizes.chunk() / (n * widest)
             } else {
                 1
             };
@@ -275,15 +259,26 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         );
     }
     // Each register's lines in a thread's buffer, then three splat rows.
+    let lines = |elements: usize, size: usize| {
+        let bytes = rows.checked_mul(elements)?.checked_mul(size)?;
+        Some(bytes.div_ceil(64))
+    };
     let mut first_line = Vec::with_capacity(regs);
-    let mut total = 0;
+    let mut total = Some(0usize);
     for r in 0..regs {
-        first_line.push(total);
+        first_line.push(total.unwrap_or(0));
         let per_row = if chain.per_row[r] { 1 } else { pitch };
-        total += (rows * per_row * chain.sizes[r]).div_ceil(64);
+        total = total.and_then(|t| t.checked_add(lines(per_row, chain.sizes[r])?));
     }
-    let splat_lines = (rows * pitch * widest).div_ceil(64);
-    let total = total + 3 * splat_lines;
+    let splat_lines = lines(pitch, widest);
+    let total = total.and_then(|t| t.checked_add(splat_lines?.checked_mul(3)?));
+    let (Some(total), Some(splat_lines)) = (total, splat_lines) else {
+        return Err(BroadcastError::Allocation {
+            op: "run",
+            shape: shape.into(),
+            bytes: None,
+        });
+    };
     let (mut gathered, mut copied) = (Vec::new(), Vec::new());
     for k in (0..n_ops).filter(|&k| loc[k] == Loc::Buf) {
         match chain.written[k] {
@@ -311,7 +306,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     // Chains without folds fetch ahead where their traffic passes the last-level cache (their
     // outputs stream) and they compute long enough per input stream to leave memory idle.
     let prefetch = match by_rows {
-        true => streamed || traffic >= PREFETCH_MIN_BYTES,
+        true => streamed || traffic >= sizes.prefetch_min(),
         false => streamed && chain.steps.len() >= PREFETCH_STEPS * streams,
     };
     let walk = Walk {

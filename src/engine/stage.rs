@@ -120,15 +120,22 @@ fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) ->
 }
 const _: () = assert!(SLAB_BYTES.is_multiple_of(8 * 8));
 
+/// The most bytes a thread keeps in its staging buffer between calls: what the executors'
+/// tiles take (a column chain's tile, 1 MiB per register), so that the walks that use it pay
+/// no page faults from call to call. A call that needs more (a chain over rows of many MiB)
+/// gets it, and the buffer goes back to this after the call: no thread holds a long row's
+/// registers for the life of the process.
+const KEEP_BYTES: usize = 4 << 20;
+
+thread_local! {
+    static STAGING: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Runs `f` with this thread's staging buffer grown to at least `lines` lines. Kept from call
-/// to call (Rayon's threads live on), so a staging walk does not pay for a fresh buffer's page
-/// faults: at most a slab of a tile's width per staged operand, per thread. `None`, having run
-/// nothing, when the buffer cannot be allocated (the caller then reads in place: slower, never
-/// an abort).
+/// to call (Rayon's threads live on) up to [`KEEP_BYTES`], so a staging walk does not pay for a
+/// fresh buffer's page faults. `None`, having run nothing, when the buffer cannot be allocated
+/// (the caller then reads in place, or reports it: never an abort).
 pub(super) fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) -> Option<R> {
-    thread_local! {
-        static STAGING: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
     let grown = |buffer: &mut Vec<Line>| {
         let more = lines.saturating_sub(buffer.len());
         buffer.try_reserve_exact(more).ok()?;
@@ -139,7 +146,12 @@ pub(super) fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) ->
     STAGING.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buffer) => {
             grown(&mut buffer)?;
-            Some(f(&mut buffer[..lines]))
+            let r = f(&mut buffer[..lines]);
+            if buffer.capacity() > KEEP_BYTES / 64 {
+                buffer.truncate(KEEP_BYTES / 64);
+                buffer.shrink_to(KEEP_BYTES / 64);
+            }
+            Some(r)
         }
         // Never nested in practice; a fresh buffer keeps it correct if it were.
         Err(_) => {
@@ -288,5 +300,19 @@ mod tests {
         let again = with_staging(2, |b| (b.len(), b.as_ptr() as usize)).unwrap();
         assert_eq!((first.0, again.0), (4, 2));
         assert_eq!(first.1, again.1, "the buffer is kept");
+    }
+
+    /// A call that needs more than [`KEEP_BYTES`] gets it, and the thread keeps no more than
+    /// that afterwards (on a thread of its own, whose buffer starts empty).
+    #[test]
+    fn staging_buffers_shrink_after_long_rows() {
+        let kept = std::thread::spawn(|| {
+            let long = 4 * KEEP_BYTES / 64;
+            let got = with_staging(long, |b| b.len()).unwrap();
+            (got, long, STAGING.with(|b| b.borrow().capacity()))
+        });
+        let (got, long, capacity) = kept.join().unwrap();
+        assert_eq!(got, long);
+        assert!(capacity <= KEEP_BYTES / 64, "{capacity} lines kept");
     }
 }

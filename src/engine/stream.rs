@@ -6,25 +6,34 @@
 //! streams instead of 4 (`BENCHMARKS.md` has the figures that decide where this pays).
 
 use std::cell::Cell;
+#[cfg(test)]
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::caches::caches;
 use super::fresh::{call_logged, FreshLog};
 use super::kernel::{self, Block, BlockKernel, Line, SlotInfo};
 use super::operand::Operand;
 
 /// The least traffic (bytes streamed by a walk: its output and every input read in full) for
-/// which an output is written with non-temporal stores: half again a 32 MiB last-level cache.
-/// Below it the output may still be in cache when it is next read (or written), which
-/// streaming stores would throw away (`BENCHMARKS.md` has the A/B by size).
-pub(crate) const STREAM_MIN_BYTES: usize = 48 << 20;
+/// which an output is written with non-temporal stores: half again the last-level cache
+/// ([`super::caches::Caches::stream_min`]). Below it the output may still be in cache when it is next read (or
+/// written), which streaming stores would throw away (`BENCHMARKS.md` has the A/B by size).
+fn stream_min_bytes() -> usize {
+    caches().stream_min()
+}
 
-/// The threshold in force: [`STREAM_MIN_BYTES`], lowered by tests to stream small walks.
-pub(crate) static STREAM_MIN: AtomicUsize = AtomicUsize::new(STREAM_MIN_BYTES);
+/// The threshold in the unit tests where they set one (`usize::MAX`: none, the machine's).
+#[cfg(test)]
+pub(crate) static STREAM_MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// Whether a walk that streams `traffic` bytes is large enough to write past the cache.
 #[inline(always)]
 pub(super) fn may_stream(traffic: usize) -> bool {
-    traffic >= STREAM_MIN.load(Ordering::Relaxed)
+    #[cfg(test)]
+    if STREAM_MIN.load(Ordering::Relaxed) != usize::MAX {
+        return traffic >= STREAM_MIN.load(Ordering::Relaxed);
+    }
+    traffic >= stream_min_bytes()
 }
 
 /// The bytes of output computed between two copies: short phases keep the reads and the
@@ -68,8 +77,11 @@ impl<'l> Write<'l> {
         let fits = slot.plain && !slot.needs_drop && size > 0 && 64 % size == 0;
         // Streaming paid where two inputs or more are read in full beside the output; with one
         // (a broadcast row, column or outer product) plain stores were as fast or faster.
-        let reads =
-            traffic.saturating_sub(len.saturating_mul(size)) / len.max(1).saturating_mul(size);
+        // (Zero-sized slots write nothing: no reads to count, and `fits` refuses them.)
+        let reads = traffic
+            .saturating_sub(len.saturating_mul(size))
+            .checked_div(len.saturating_mul(size))
+            .unwrap_or(0);
         if cfg!(target_arch = "x86_64") && !reads_output && fits && reads >= 2 {
             Write::Streamed
         } else {
@@ -273,7 +285,7 @@ mod tests {
     #[test]
     fn which_walks_stream() {
         let _held = tests_lock();
-        let big = STREAM_MIN_BYTES;
+        let big = stream_min_bytes();
         let f32s = SlotInfo::of::<f32>();
         let choose = |len: usize, traffic: usize, fresh: bool| {
             Write::choose(f32s, false, len, traffic, fresh, None)
@@ -393,7 +405,7 @@ mod walks {
         let plain = run();
         STREAM_MIN.store(0, Ordering::Relaxed);
         let streamed = run();
-        STREAM_MIN.store(STREAM_MIN_BYTES, Ordering::Relaxed);
+        STREAM_MIN.store(usize::MAX, Ordering::Relaxed);
         for (k, (s, p)) in streamed.iter().zip(&plain).enumerate() {
             assert!(s == p, "case {k}");
         }

@@ -19,10 +19,8 @@
 
 use std::sync::Mutex;
 
-use super::eval::{eval, mismatch};
-use super::{
-    Direction, ElementType, Held, Op, Program, Reduction, Tensor, TensorView, Unwritten, Value,
-};
+use super::eval::{eval, kernel, mismatch, placements, Placements};
+use super::{ElementType, Held, Op, Program, Reduction, Tensor, TensorView, Unwritten, Value};
 use crate::engine::columns;
 use crate::engine::rows::{self, RowStep, MAX_OPERANDS};
 use crate::engine::table::{self, Kernel};
@@ -174,9 +172,6 @@ struct RowInput {
     per_row: bool,
 }
 
-/// Operands, each with the dims that place it at its reader's shape.
-type Placements = Vec<(Value, Vec<usize>)>;
-
 /// The dims of a chain's shape that its folds fold away: the last (rows), or the first `k`
 /// (columns: the per-row values are then per column, at the trailing dims).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -214,6 +209,25 @@ struct RowBuild {
     first: usize,
     members: Vec<usize>,
     folds: usize,
+}
+
+/// The caller's arrays lent to values while the stages run: put back where a stage fails or
+/// panics, so that the caller never finds the rank-0 stand-in in place of its array.
+struct Lending<'v, 't, 'd> {
+    values: &'v mut [Option<Held<'t>>],
+    direct: &'d mut [Tensor],
+    /// (output, value) of each array lent.
+    lent: Vec<(usize, usize)>,
+}
+
+impl Drop for Lending<'_, '_, '_> {
+    fn drop(&mut self) {
+        for &(k, m) in &self.lent {
+            if let Some(t) = self.values[m].take() {
+                self.direct[k] = t.into_owned();
+            }
+        }
+    }
 }
 
 /// A rank-0 tensor of `ty`: what stands in the caller's array while it is lent to a value.
@@ -810,7 +824,7 @@ impl Program {
             steps.push(match &self.nodes[i].op {
                 Op::Reduce { op, x, .. } => {
                     let ty = self.nodes[x.index].ty;
-                    let name = self.op_name(i);
+                    let name = self.nodes[i].op.name();
                     identities.push(Tensor::identity(ty, *op).ok_or_else(|| mismatch(name))?);
                     RowStep::Fold {
                         run: ty.fold_kernel(*op).ok_or_else(|| mismatch(name))?,
@@ -978,105 +992,17 @@ impl Program {
     }
 
     /// Each operand of elementwise node `i`, with the dims that place it at the node's shape.
-    #[inline(never)]
     fn placements(&self, i: usize) -> Result<Placements> {
-        let node = &self.nodes[i];
-        let own = |v: &Value| (*v, iota(self.nodes[v.index].shape.len()).to_vec());
-        Ok(match &node.op {
-            Op::Binary {
-                lhs,
-                rhs,
-                place: [l, r],
-                ..
-            }
-            | Op::Compare {
-                lhs,
-                rhs,
-                place: [l, r],
-                ..
-            } => vec![(*lhs, l.clone()), (*rhs, r.clone())],
-            Op::BroadcastInDim { x, dims } => vec![(*x, dims.clone())],
-            Op::Select {
-                pred,
-                on_true,
-                on_false,
-            } => vec![own(pred), own(on_true), own(on_false)],
-            Op::Clamp { min, x, max } => vec![own(x), own(min), own(max)],
-            Op::Unary { x, .. } | Op::Convert { x } => vec![own(x)],
-            _ => unreachable!("only elementwise nodes are placed"),
-        })
+        Ok(placements(&self.nodes[i], &|v| {
+            self.nodes[v.index].shape.len()
+        }))
     }
 
     /// The table kernel of elementwise node `i` and its arguments, its operands (in
     /// [`Program::placements`]' order) being registers `reg`.
-    #[inline(never)]
     fn kernel_of(&self, i: usize, reg: &[usize]) -> Result<(Kernel, [usize; 3])> {
-        let node = &self.nodes[i];
-        let ty_of = |k: usize| {
-            let v = node.op.operands()[k].expect("an operand");
-            self.nodes[v.index].ty
-        };
-        let name = self.op_name(i);
-        Ok(match &node.op {
-            Op::Binary { op, .. } => {
-                let run = ty_of(0).binary_kernel(*op).ok_or_else(|| mismatch(name))?;
-                let kernel = match ty_of(0).binary_rows_kernel(*op) {
-                    Some(by_row) => Kernel::ZipByRow(run, by_row),
-                    None => run.into(),
-                };
-                (kernel, [reg[0], reg[1], 0])
-            }
-            Op::Compare { dir, .. } => {
-                // `a > b` is `b < a`, and `a >= b` is `b <= a`, as `Program::run` does.
-                let (dir, a, b) = match dir {
-                    Direction::Gt => (Direction::Lt, reg[1], reg[0]),
-                    Direction::Ge => (Direction::Le, reg[1], reg[0]),
-                    dir => (*dir, reg[0], reg[1]),
-                };
-                let run = ty_of(0).compare_kernel(dir).ok_or_else(|| mismatch(name))?;
-                (run.into(), [a, b, 0])
-            }
-            Op::Select { .. } => {
-                let run = table::select(node.ty.size()).ok_or_else(|| mismatch(name))?;
-                (run.into(), [reg[0], reg[1], reg[2]])
-            }
-            Op::Clamp { .. } => {
-                let run = node.ty.clamp_kernel().ok_or_else(|| mismatch(name))?;
-                (run.into(), [reg[0], reg[1], reg[2]])
-            }
-            Op::Unary { op, .. } => {
-                let run = ty_of(0).unary_kernel(*op).ok_or_else(|| mismatch(name))?;
-                (run.into(), [reg[0], 0, 0])
-            }
-            Op::Convert { .. } => {
-                let run = ty_of(0)
-                    .convert_kernel(node.ty)
-                    .ok_or_else(|| mismatch(name))?;
-                (run.into(), [reg[0], 0, 0])
-            }
-            Op::BroadcastInDim { .. } => {
-                let run = table::copy(node.ty.size()).ok_or_else(|| mismatch(name))?;
-                (run.into(), [reg[0], 0, 0])
-            }
-            _ => unreachable!("only elementwise nodes have a kernel"),
-        })
-    }
-
-    /// The crate's name of node `i`'s op, for errors.
-    fn op_name(&self, i: usize) -> &'static str {
-        match &self.nodes[i].op {
-            Op::Binary { op, .. } => op.names().0,
-            Op::Compare { dir, .. } => dir.names().0,
-            Op::Unary { op, .. } => op.names().0,
-            Op::Reduce { op, .. } => op.names().0,
-            Op::Select { .. } => "select",
-            Op::Clamp { .. } => "clamp",
-            Op::Convert { .. } => "convert",
-            Op::BroadcastInDim { .. } => "broadcast_in_dim",
-            Op::ReduceInDim { .. } => "reduce_in_dim",
-            Op::Parameter => "parameter",
-            Op::Constant(_) => "constant",
-        }
+        let (kernel, args) = kernel(&self.nodes[i], &|v| self.nodes[v.index].ty)?;
+        Ok((kernel, args.map(|a| reg.get(a).copied().unwrap_or(0))))
     }
 }
 
@@ -1242,15 +1168,14 @@ impl Executable {
                 values[i] = Some(Held::Read(t.read()));
             }
         }
-        let mut lent = Vec::new();
-        if let Err(e) = self.stages(&mut values, direct, &mut lent) {
-            for (k, m) in lent {
-                if let Some(t) = values[m].take() {
-                    direct[k] = t.into_owned();
-                }
-            }
-            return Err(e);
-        }
+        let mut lending = Lending {
+            values: &mut values,
+            direct,
+            lent: Vec::new(),
+        };
+        self.stages(lending.values, lending.direct, &mut lending.lent)?;
+        let lent = std::mem::take(&mut lending.lent);
+        drop(lending);
         Ok((values, lent))
     }
 
@@ -1264,6 +1189,10 @@ impl Executable {
     ) -> Result<()> {
         let program = &self.program;
         for (s, stage) in self.stages.iter().enumerate() {
+            #[cfg(test)]
+            if tests::PANIC_AT.get() == Some(s) {
+                panic!("stage {s} panics (a test's)");
+            }
             match stage {
                 Stage::Node(i) => {
                     let get =
@@ -1421,7 +1350,7 @@ impl Executable {
             final_output.extend_from_slice(&r.last_use);
             let mut identities = Vec::with_capacity(r.identities.len());
             for t in &r.identities {
-                identities.push(rows::Identity(t.first_element()));
+                identities.push(crate::engine::Shared(t.first_element().cast_mut()));
             }
             let one = match &r.steps[..] {
                 [RowStep::Map { kernel, out, args }] if r.outputs.len() == 1 => {
@@ -1496,6 +1425,39 @@ impl Executable {
 mod tests {
     use super::*;
     use ndarray::ArrayD;
+
+    thread_local! {
+        /// The stage at which `Executable::stages` panics, for the tests of what a panic leaves.
+        pub(super) static PANIC_AT: std::cell::Cell<Option<usize>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// A stage that panics after an output was written into the caller's array and lent to a
+    /// later stage leaves the caller that array, not the stand-in that held its place.
+    #[test]
+    fn a_panic_gives_the_lent_outputs_back() {
+        let mut p = Program::new("lent");
+        let x = p.parameter::<f32>(&[64, 64]);
+        let y = p.add(x, x, &[]).unwrap();
+        let s = p.reduce_sum(y, &[0, 1]).unwrap();
+        p.output(y).unwrap();
+        p.output(s).unwrap();
+        let exe = p.compile().unwrap();
+        let inputs = [Tensor::from(ArrayD::<f32>::ones(ndarray::IxDyn(&[64, 64])))];
+        let mut outputs = p.run(&inputs).unwrap();
+        for t in &mut outputs {
+            *t = t.clone();
+        }
+        let stages = exe.stages.len();
+        assert!(stages >= 2, "a chain, then the reduction");
+        PANIC_AT.set(Some(stages - 1));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            exe.run_into(&inputs, &mut outputs)
+        }));
+        PANIC_AT.set(None);
+        assert!(caught.is_err());
+        assert_eq!(outputs[0].shape(), &[64, 64], "the caller's array is back");
+    }
 
     /// A softmax over the last dim of `shape`, and the row max as a second output.
     fn softmax(shape: &[usize]) -> Program {

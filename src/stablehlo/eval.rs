@@ -10,7 +10,7 @@ use super::{
 };
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
-use crate::engine::table::{self, Elementwise, RowRun, Run};
+use crate::engine::table::{self, Elementwise, Kernel, RowRun, Run};
 use crate::engine::Operand;
 use crate::error::{BroadcastError, Result};
 use crate::shape::{iota, reduce_in_dim_check};
@@ -871,110 +871,86 @@ pub(super) fn mismatch(op: &'static str) -> BroadcastError {
     }
 }
 
-/// One node on concrete inputs.
-pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>) -> Result<Tensor> {
-    let shape = &node.shape[..];
-    // Each operand placed at the node's shape: by `dims`, or (none given) at its own rank.
-    let place = |op: &'static str, v: &'v Held<'h>, dims: Option<&[usize]>| {
-        let own = iota(v.shape().len());
-        v.placed(op, shape, dims.unwrap_or(&own))
-    };
+/// Operands, each with the dims that place it at its reader's shape.
+pub(super) type Placements = Vec<(Value, Vec<usize>)>;
+
+/// Each operand of elementwise `node` with the dims that place it at the node's shape
+/// (`rank_of` an operand's rank; none for other nodes): what both `Program::run` and a compiled
+/// chain read.
+pub(super) fn placements(node: &Node, rank_of: &dyn Fn(Value) -> usize) -> Placements {
+    let own = |v: &Value| (*v, iota(rank_of(*v)).to_vec());
     match &node.op {
-        Op::Parameter => Err(mismatch("parameter")),
-        Op::Constant(t) => Ok(t.clone()),
-        Op::BroadcastInDim { x, dims } => {
-            let x = get(x);
-            let src = place("broadcast_in_dim", x, Some(dims))?;
-            let ty = x.element_type();
-            let run = table::copy(ty.size()).ok_or_else(|| mismatch("broadcast_in_dim"))?;
-            // SAFETY: a copy of the input's element size into an output of its type.
-            unsafe { Tensor::collect_as(ty, "broadcast_in_dim", shape, run, &[&src]) }
-        }
         Op::Binary {
-            op,
-            lhs,
-            rhs,
-            place,
-        } => {
-            let name = op.names().0;
-            let ty = get(lhs).element_type();
-            let run = ty.binary_kernel(*op).ok_or_else(|| mismatch(name))?;
-            let (a, b) = binary_operands(name, [get(lhs), get(rhs)], place, shape)?;
-            // SAFETY: the kernel of the lhs's type, which the rhs shares, into an output of it.
-            unsafe { Tensor::collect_as(ty, name, shape, run, &[&a, &b]) }
+            lhs, rhs, place, ..
         }
-        Op::Compare {
-            dir,
-            lhs,
-            rhs,
-            place,
+        | Op::Compare {
+            lhs, rhs, place, ..
         } => {
-            let name = dir.names().0;
-            let (a, b) = binary_operands(name, [get(lhs), get(rhs)], place, shape)?;
-            // `a > b` is `b < a`, and `a >= b` is `b <= a`, NaN included.
-            let (dir, inputs) = match dir {
-                Direction::Gt => (Direction::Lt, [&b, &a]),
-                Direction::Ge => (Direction::Le, [&b, &a]),
-                dir => (*dir, [&a, &b]),
-            };
-            let run = get(lhs)
-                .element_type()
-                .compare_kernel(dir)
-                .ok_or_else(|| mismatch(name))?;
-            // SAFETY: the comparison of the operands' type, into `bool`s.
-            unsafe { Tensor::collect_as(bool::TYPE, name, shape, run, &inputs) }
+            vec![(*lhs, place[0].clone()), (*rhs, place[1].clone())]
         }
+        Op::BroadcastInDim { x, dims } => vec![(*x, dims.clone())],
         Op::Select {
             pred,
             on_true,
             on_false,
-        } => {
-            let (p, t, f) = (get(pred), get(on_true), get(on_false));
-            if p.element_type() != bool::TYPE || t.element_type() != f.element_type() {
-                return Err(mismatch("select"));
-            }
-            let ty = t.element_type();
-            let run = table::select(ty.size()).ok_or_else(|| mismatch("select"))?;
-            let inputs = [
-                place("select", p, None)?,
-                place("select", t, None)?,
-                place("select", f, None)?,
-            ];
-            // SAFETY: a `bool` predicate and branches of one type, moved by their bits into an
-            // output of that type.
-            unsafe {
-                Tensor::collect_as(
-                    ty,
-                    "select",
-                    shape,
-                    run,
-                    &[&inputs[0], &inputs[1], &inputs[2]],
-                )
-            }
+        } => vec![own(pred), own(on_true), own(on_false)],
+        Op::Clamp { min, x, max } => vec![own(x), own(min), own(max)],
+        Op::Unary { x, .. } | Op::Convert { x } => vec![own(x)],
+        _ => Vec::new(),
+    }
+}
+
+/// The table kernel of elementwise `node` (`ty_of` an operand's element type) and, for each of
+/// its inputs, which of the node's [`placements`] it reads: the one map from an op to its
+/// kernel, which `Program::run` and compiled chains both take. `a > b` runs as `b < a` and
+/// `a >= b` as `b <= a`, NaN included. An error for operands of other types than recorded.
+pub(super) fn kernel(
+    node: &Node,
+    ty_of: &dyn Fn(Value) -> ElementType,
+) -> Result<(Kernel, [usize; 3])> {
+    let name = node.op.name();
+    let ty = |k: usize| node.op.operands()[k].map(ty_of);
+    let same = |ks: &[usize]| ks.iter().all(|&k| ty(k) == ty(ks[0]));
+    let found =
+        |run: Option<Kernel>, args| run.map(|run| (run, args)).ok_or_else(|| mismatch(name));
+    let ty0 = ty(0).ok_or_else(|| mismatch(name))?;
+    match &node.op {
+        Op::Binary { op, .. } if same(&[0, 1]) => {
+            let run = ty0.binary_kernel(*op);
+            let kernel = match (run, ty0.binary_rows_kernel(*op)) {
+                (Some(run), Some(by_row)) => Some(Kernel::ZipByRow(run, by_row)),
+                (run, _) => run.map(Kernel::from),
+            };
+            found(kernel, [0, 1, 0])
         }
-        Op::Clamp { min, x, max } => {
-            let (lo, v, hi) = (get(min), get(x), get(max));
-            if lo.element_type() != v.element_type() || hi.element_type() != v.element_type() {
-                return Err(mismatch("clamp"));
-            }
-            let ty = v.element_type();
-            let run = ty.clamp_kernel().ok_or_else(|| mismatch("clamp"))?;
-            let inputs = [
-                place("clamp", v, None)?,
-                place("clamp", lo, None)?,
-                place("clamp", hi, None)?,
-            ];
-            // SAFETY: `clamp` of the three's one type, into an output of it.
-            unsafe {
-                Tensor::collect_as(
-                    ty,
-                    "clamp",
-                    shape,
-                    run,
-                    &[&inputs[0], &inputs[1], &inputs[2]],
-                )
-            }
+        Op::Compare { dir, .. } if same(&[0, 1]) => {
+            let (dir, args) = match dir {
+                Direction::Gt => (Direction::Lt, [1, 0, 0]),
+                Direction::Ge => (Direction::Le, [1, 0, 0]),
+                dir => (*dir, [0, 1, 0]),
+            };
+            found(ty0.compare_kernel(dir).map(Kernel::from), args)
         }
+        Op::Select { .. } if ty0 == bool::TYPE && ty(1) == ty(2) => {
+            found(table::select(node.ty.size()).map(Kernel::from), [0, 1, 2])
+        }
+        Op::Clamp { .. } if same(&[0, 1, 2]) => {
+            found(ty0.clamp_kernel().map(Kernel::from), [0, 1, 2])
+        }
+        Op::Unary { op, .. } => found(ty0.unary_kernel(*op).map(Kernel::from), [0; 3]),
+        Op::Convert { .. } => found(ty0.convert_kernel(node.ty).map(Kernel::from), [0; 3]),
+        Op::BroadcastInDim { .. } => found(table::copy(node.ty.size()).map(Kernel::from), [0; 3]),
+        _ => Err(mismatch(name)),
+    }
+}
+
+/// One node on concrete inputs.
+pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>) -> Result<Tensor> {
+    let shape = &node.shape[..];
+    let name = node.op.name();
+    match &node.op {
+        Op::Parameter => Err(mismatch("parameter")),
+        Op::Constant(t) => Ok(t.clone()),
         Op::ReduceInDim { x, dims } => {
             let x = get(x);
             reduce_in_dim_check("reduce_in_dim", shape, x.shape(), dims)?;
@@ -983,25 +959,6 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
                 acc_dim[d] = Some(i);
             }
             fold(Reduction::Sum, "reduce_in_dim", x, shape, &acc_dim)
-        }
-        Op::Convert { x } => {
-            let x = get(x);
-            let run = x
-                .element_type()
-                .convert_kernel(node.ty)
-                .ok_or_else(|| mismatch("convert"))?;
-            let src = place("convert", x, None)?;
-            // SAFETY: the conversion from `x`'s type, into an output of the node's type.
-            unsafe { Tensor::collect_as(node.ty, "convert", shape, run, &[&src]) }
-        }
-        Op::Unary { op, x } => {
-            let (x, name) = (get(x), op.names().0);
-            let ty = x.element_type();
-            let run = ty.unary_kernel(*op).ok_or_else(|| mismatch(name))?;
-            let src = place(name, x, None)?;
-            // SAFETY: the op's kernel for `x`'s type, into an output of the node's type, the
-            // one it writes (`bool` for `is_finite`, the real type for a complex `abs`).
-            unsafe { Tensor::collect_as(node.ty, name, shape, run, &[&src]) }
         }
         Op::Reduce { op, x, axes } => {
             let x = get(x);
@@ -1012,7 +969,23 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
                 acc_dim.push((!axes.contains(&d)).then_some(kept));
                 kept += usize::from(!axes.contains(&d));
             }
-            fold(*op, op.names().0, x, shape, &acc_dim)
+            fold(*op, name, x, shape, &acc_dim)
+        }
+        _ => {
+            let (kernel, args) = kernel(node, &|v| get(&v).element_type())?;
+            let placed = placements(node, &|v| get(&v).shape().len());
+            let mut operands = Vec::with_capacity(placed.len());
+            for (v, dims) in &placed {
+                operands.push(get(v).placed(name, shape, dims)?);
+            }
+            let inputs: Vec<&Operand<'_>> = args[..kernel.inputs()]
+                .iter()
+                .map(|&a| &operands[a])
+                .collect();
+            // SAFETY: the node's kernel for its operands' types, which `kernel` checked, into an
+            // output of the node's type (the one it writes: `bool` for comparisons and
+            // `is_finite`, the real type for a complex `abs`, the target of `convert`).
+            unsafe { Tensor::collect_as(node.ty, name, shape, kernel, &inputs) }
         }
     }
 }
@@ -1050,22 +1023,6 @@ fn fold(
     // type, filled with its identity, each this call's own.
     unsafe { reduce::reduce_table(&acc.output(), acc_dim, &src, run, &parts) };
     Ok(acc)
-}
-
-/// A binary op's operands of one type, placed at its output `shape` as recorded.
-fn binary_operands<'v>(
-    name: &'static str,
-    [lhs, rhs]: [&'v Held<'_>; 2],
-    place: &[Vec<usize>; 2],
-    shape: &'v [usize],
-) -> Result<(Operand<'v>, Operand<'v>)> {
-    if lhs.element_type() != rhs.element_type() {
-        return Err(mismatch(name));
-    }
-    Ok((
-        lhs.placed(name, shape, &place[0])?,
-        rhs.placed(name, shape, &place[1])?,
-    ))
 }
 
 /// The recorder's run-time check of each op against an element kind ([`Binary::defined_for`],

@@ -384,6 +384,23 @@ enum Op {
 }
 
 impl Op {
+    /// The crate's name of the op, for errors.
+    fn name(&self) -> &'static str {
+        match self {
+            Op::Binary { op, .. } => op.names().0,
+            Op::Compare { dir, .. } => dir.names().0,
+            Op::Unary { op, .. } => op.names().0,
+            Op::Reduce { op, .. } => op.names().0,
+            Op::Select { .. } => "select",
+            Op::Clamp { .. } => "clamp",
+            Op::Convert { .. } => "convert",
+            Op::BroadcastInDim { .. } => "broadcast_in_dim",
+            Op::ReduceInDim { .. } => "reduce_in_dim",
+            Op::Parameter => "parameter",
+            Op::Constant(_) => "constant",
+        }
+    }
+
     /// The values the op reads.
     fn operands(&self) -> [Option<Value>; 3] {
         match *self {

@@ -365,6 +365,9 @@ macro_rules! tensor_types {
 
         $(
             $(#[$cfg])*
+            impl sealed::Sealed for $t {}
+
+            $(#[$cfg])*
             impl StableHloElement for $t {
                 const TYPE: ElementType = ElementType { name: $name, kind: Kind::$kind };
                 literal!$lit;
@@ -609,11 +612,38 @@ impl Held<'_> {
 /// assert_eq!(u32::of(&t).unwrap().len(), 2);
 /// assert!(f32::of(&t).is_none());
 /// ```
-pub trait StableHloElement: XlaElement {
+///
+/// The types are the crate's (a [`Tensor`] holds one of them), so the trait is sealed: a type
+/// of a user's cannot claim an element type a program has no kernels for.
+///
+/// ```compile_fail
+/// use xla_bcast::stablehlo::{ElementType, Kind, StableHloElement, Tensor};
+/// use xla_bcast::XlaElement;
+///
+/// #[derive(Clone, Copy, Debug, PartialEq)]
+/// struct Mine(f32);
+/// impl XlaElement for Mine {
+///     fn xla_add(self, r: Self) -> Self { Mine(self.0 + r.0) }
+///     fn xla_mul(self, r: Self) -> Self { Mine(self.0 * r.0) }
+///     fn xla_zero() -> Self { Mine(0.0) }
+///     fn xla_one() -> Self { Mine(1.0) }
+/// }
+/// impl StableHloElement for Mine {
+///     const TYPE: ElementType = ElementType { name: "mine", kind: Kind::Float };
+///     fn of(_: &Tensor) -> Option<&ndarray::ArrayD<Self>> { None }
+///     fn literal(self) -> String { String::new() }
+/// }
+/// ```
+pub trait StableHloElement: XlaElement + sealed::Sealed {
     /// Its StableHLO type.
     const TYPE: ElementType;
     /// The array inside `t`, if `t` holds this type.
     fn of(t: &Tensor) -> Option<&ArrayD<Self>>;
     /// The value as a StableHLO literal, exactly (floats as their bits).
     fn literal(self) -> String;
+}
+
+/// The seal of [`StableHloElement`]: implemented for the crate's element types only.
+mod sealed {
+    pub trait Sealed {}
 }
