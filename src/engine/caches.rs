@@ -2,7 +2,7 @@
 //! reports (Linux's sysfs, read once), so that a machine with other caches needs no re-tuning.
 //! Where the sizes cannot be read, the figures of the machine they were measured on stand in
 //! (32 KiB of L1d, 1 MiB of L2, 32 MiB of L3: `BENCHMARKS.md`), and there every size below is
-//! the one measured.
+//! the one measured. (The chains' sizes are those of programs, feature `stablehlo`.)
 
 use std::sync::OnceLock;
 
@@ -75,43 +75,51 @@ impl Caches {
 
     /// The traffic from which a chain asks for its next tile ahead: more than a core's caches
     /// hold, so its inputs come from memory.
+    #[cfg(feature = "stablehlo")]
     pub fn prefetch_min(self) -> usize {
         4 * self.l2
     }
 
     /// A row chain's tile: rows taken together until the widest register holds half an L1.
+    #[cfg(feature = "stablehlo")]
     pub fn row_tile(self) -> usize {
         self.l1 / 2
     }
 
     /// A chain's chunk of one row: an eighth of an L1 per register, so that a chain of a
     /// few registers keeps them all in L1.
+    #[cfg(feature = "stablehlo")]
     pub fn chunk(self) -> usize {
         self.l1 / 8
     }
 
     /// A chain's tile that reads an input across its rows: an L1 of the widest register.
+    #[cfg(feature = "stablehlo")]
     pub fn across_tile(self) -> usize {
         self.l1
     }
 
     /// A column chain's band of rows: an L1 of the widest full register.
+    #[cfg(feature = "stablehlo")]
     pub fn band(self) -> usize {
         self.l1
     }
 
     /// A column chain's row in a band: longer rows are cut in pieces of half an L1.
+    #[cfg(feature = "stablehlo")]
     pub fn band_row(self) -> usize {
         self.l1 / 2
     }
 
     /// A column chain's tile of every row: an L2 of the widest full register.
+    #[cfg(feature = "stablehlo")]
     pub fn column_tile(self) -> usize {
         self.l2
     }
 
     /// The traffic from which a column chain that keeps a register in its output sweeps its
     /// rows: more than the last level holds.
+    #[cfg(feature = "stablehlo")]
     pub fn sweep_min(self) -> usize {
         self.l3
     }
@@ -133,6 +141,7 @@ mod tests {
 
     /// On the caches they were measured on, the sizes are the measured ones.
     #[test]
+    #[cfg(feature = "stablehlo")]
     fn the_measured_sizes_stand_where_none_are_read() {
         let c = MEASURED_ON;
         let sizes = [c.stream_min(), c.prefetch_min(), c.row_tile(), c.chunk()];

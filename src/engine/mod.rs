@@ -56,8 +56,10 @@ pub(crate) use kernel::Block;
 pub(crate) use kernel::SlotInfo;
 pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};
 #[cfg(feature = "stablehlo")]
+pub(crate) use operand::Shared;
+#[cfg(feature = "stablehlo")]
 pub(crate) use operand::Strides;
-pub(crate) use operand::{Operand, Shared, Src};
+pub(crate) use operand::{Operand, Src};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Order, Plan};
 pub(crate) use reduce::reduce;

@@ -144,6 +144,7 @@ unsafe impl Send for Shared {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Shared {}
 
+#[cfg(feature = "stablehlo")]
 impl Shared {
     /// The pointer (a call, so that a closure captures the whole `Shared`).
     #[inline(always)]
