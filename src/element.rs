@@ -15,9 +15,11 @@
 //!   bit everywhere for `shift_right_arithmetic`, which shifts the bit pattern (also of an
 //!   unsigned type) with the top bit copied in; `shift_right_logical` fills with zeros (also
 //!   for a signed type);
-//! * float ops are IEEE-754; `rem` is C's `fmod`; `max` / `min` propagate NaN and order
-//!   `-0.0 < +0.0` (IEEE-754 `maximum` / `minimum`, as StableHLO specifies); `atan2` is
-//!   computed in `f64` and rounded once (as StableHLO's reference interpreter does);
+//! * float ops are IEEE-754, and an op of two operands (but `pow`) with a NaN operand gives
+//!   the first NaN operand, quieted (sign and payload kept); `rem` is C's `fmod`; `max` and
+//!   `min` propagate NaN and order `-0.0 < +0.0` (IEEE-754 `maximum` / `minimum`, as
+//!   StableHLO specifies); `atan2` is computed in `f64` and rounded once (as StableHLO's
+//!   reference interpreter does);
 //! * `bool` is XLA's `PRED`: `add` and `max` are logical or, `mul` and `min` logical and, and
 //!   `and`, `or`, `xor` are logical; `false < true`.
 //!
@@ -106,6 +108,14 @@ pub trait XlaElement: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static
     fn xla_add(self, rhs: Self) -> Self;
     /// `self * rhs` (integers wrap; `bool`: and).
     fn xla_mul(self, rhs: Self) -> Self;
+    /// `xla_add`, but where both operands are NaN the NaN may be either's: the one instruction
+    /// a sum's lanes run (a lane that ends NaN is summed again with `xla_add`, so a sum gives
+    /// `xla_add`'s bits). Not for users; the default is `xla_add`.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn xla_add_lanes(self, rhs: Self) -> Self {
+        self.xla_add(rhs)
+    }
     /// The additive identity, for sums.
     fn xla_zero() -> Self;
     /// The multiplicative identity, for products.
@@ -137,11 +147,12 @@ pub trait XlaNumber: XlaElement {
 /// Ordered elements (not complex): `max`, `min` (and `clamp`) and their identities.
 ///
 /// ```
-/// use xla_bcast::XlaOrd;
+/// use xla_bcast::{XlaElement, XlaOrd};
 /// assert!(f32::NAN.xla_max(1.0).is_nan());
 /// // Which NaN: the first operand that is one, quieted (its sign and payload kept).
 /// assert_eq!(f32::NAN.xla_min(-f32::NAN).to_bits(), f32::NAN.to_bits());
 /// assert_eq!(1.0f32.xla_max(-f32::NAN).to_bits(), (-f32::NAN).to_bits());
+/// assert_eq!((-f32::NAN).xla_add(f32::NAN).to_bits(), (-f32::NAN).to_bits()); // every op
 /// assert_eq!(true.xla_min(false), false); // PRED: and
 /// ```
 pub trait XlaOrd: XlaElement + PartialOrd {
@@ -413,18 +424,20 @@ macro_rules! float {
     ($($t:ty),*) => {$(
         impl XlaElement for $t {
             #[inline(always)]
-            fn xla_add(self, rhs: Self) -> Self { self + rhs }
+            fn xla_add(self, rhs: Self) -> Self { first_of(self, self + rhs) }
             #[inline(always)]
-            fn xla_mul(self, rhs: Self) -> Self { self * rhs }
+            fn xla_mul(self, rhs: Self) -> Self { first_of(self, self * rhs) }
+            #[inline(always)]
+            fn xla_add_lanes(self, rhs: Self) -> Self { self + rhs }
             fn xla_zero() -> Self { 0.0 }
             fn xla_one() -> Self { 1.0 }
         }
 
         impl XlaNumber for $t {
             #[inline(always)]
-            fn xla_sub(self, rhs: Self) -> Self { self - rhs }
+            fn xla_sub(self, rhs: Self) -> Self { first_of(self, self - rhs) }
             #[inline(always)]
-            fn xla_div(self, rhs: Self) -> Self { self / rhs }
+            fn xla_div(self, rhs: Self) -> Self { first_of(self, self / rhs) }
             #[inline]
             fn xla_pow(self, rhs: Self) -> Self { self.powf(rhs) }
             #[inline(always)]
@@ -456,21 +469,21 @@ macro_rules! float {
 
         impl XlaReal for $t {
             #[inline(always)]
-            fn xla_rem(self, rhs: Self) -> Self { self % rhs }
+            fn xla_rem(self, rhs: Self) -> Self { first_nan(self, rhs, self % rhs) }
         }
 
         impl XlaFloat for $t {
             #[inline]
             fn xla_atan2(self, rhs: Self) -> Self {
-                (self as f64).atan2(rhs as f64) as $t
+                first_nan(self, rhs, (self as f64).atan2(rhs as f64) as $t)
             }
         }
     )*};
 }
 
-/// `m`, or where `a` or `b` is NaN the first NaN of the two, quieted: the one NaN `maximum`,
-/// `minimum` and `clamp` give, defined here so that every copy of every loop gives its bits
-/// (an arithmetic op's NaN is whichever operand the compiler put first). Selects only.
+/// `m`, or where `a` or `b` is NaN the first NaN of the two, quieted: the one NaN every float
+/// op of two operands gives (but `pow`, whose `pow(NaN, 0)` is 1), defined here so that every
+/// copy of every loop gives its bits. Selects only.
 #[inline(always)]
 fn first_nan<T: FloatBits>(a: T, b: T, m: T) -> T {
     let nan = if a.is_nan() { a } else { b };
@@ -479,6 +492,20 @@ fn first_nan<T: FloatBits>(a: T, b: T, m: T) -> T {
         quiet
     } else {
         m
+    }
+}
+
+/// `r`, the result of `+ - * /` on `a` and another operand, or `a` quieted where `a` is NaN:
+/// [`first_nan`] for the ops whose hardware gives a lone NaN operand quieted, with one select.
+/// Without it, where both operands are NaN the result is whichever the compiler put first, and
+/// it commutes `+` and `*` as it likes: loops compiled apart (vector body and tail, the AVX2
+/// and AVX-512 copies) gave different NaNs for one sum.
+#[inline(always)]
+fn first_of<T: FloatBits>(a: T, r: T) -> T {
+    if a.is_nan() {
+        T::from_raw(a.raw() | T::QUIET)
+    } else {
+        r
     }
 }
 
@@ -686,6 +713,10 @@ macro_rules! half_float {
             fn xla_add(self, rhs: Self) -> Self { via_f32(self, rhs, |a, b| a + b) }
             #[inline(always)]
             fn xla_mul(self, rhs: Self) -> Self { via_f32(self, rhs, |a, b| a * b) }
+            #[inline(always)]
+            fn xla_add_lanes(self, rhs: Self) -> Self {
+                <$t as ViaF32>::narrow(self.widen() + rhs.widen())
+            }
             fn xla_zero() -> Self { <$t>::ZERO }
             fn xla_one() -> Self { <$t>::ONE }
         }

@@ -24,11 +24,10 @@
 use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
-use crate::engine::FoldOrder;
 use crate::error::{BroadcastError, Result};
 use crate::front::{check_grad, into_dim, zip_collect, DimMaxOf};
 use crate::ops::ClampBcast;
-use crate::reduce::reduce_fresh;
+use crate::reduce::{reduce_fresh, sum_fold};
 use crate::shape::{numpy_shape_for, ShapeArg};
 use crate::view::broadcast_in_dim_view;
 
@@ -321,15 +320,8 @@ pub fn sum_to_shape<A: XlaElement, D: Dimension, Sh: ShapeArg>(
         });
     }
     let dims = trailing(shape.len(), grad.ndim());
-    reduce_fresh(
-        op,
-        grad,
-        dim.clone(),
-        &dims,
-        A::xla_zero(),
-        A::xla_add,
-        FoldOrder::Any,
-    )
+    let zero = A::xla_zero();
+    reduce_fresh(op, grad, dim.clone(), &dims, sum_fold(&zero))
 }
 
 /// The gradients of both operands of a NumPy-broadcast `add`/`sub`-style op, given the gradient

@@ -20,11 +20,10 @@
 use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
-use crate::engine::FoldOrder;
 use crate::error::Result;
 use crate::front::{check_grad, into_dim, zip_collect, DimMaxOf};
 use crate::ops::ClampBcast;
-use crate::reduce::reduce_fresh;
+use crate::reduce::{reduce_fresh, sum_fold};
 use crate::shape::paddle_plan;
 
 /// `a` without its dims from `keep` on (all of size 1): a zero-copy view.
@@ -161,15 +160,8 @@ pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
     };
     // Reduce to the kept (trimmed) dims, then give back the trailing ones: a free reshape.
     let sum = |shape: &[usize], keep: usize, dims: &[usize]| -> Result<Array<A, IxDyn>> {
-        let g = reduce_fresh(
-            op,
-            grad,
-            IxDyn(&shape[..keep]),
-            dims,
-            A::xla_zero(),
-            A::xla_add,
-            FoldOrder::Any,
-        )?;
+        let zero = A::xla_zero();
+        let g = reduce_fresh(op, grad, IxDyn(&shape[..keep]), dims, sum_fold(&zero))?;
         Ok(g.into_shape_with_order(IxDyn(shape))
             .unwrap_or_else(|_| unreachable!("only size-1 dims are added")))
     };

@@ -90,14 +90,13 @@ pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     where
         A: XlaElement,
     {
+        let zero = A::xla_zero();
         reduce_fresh(
             "reduce_in_dim",
             self.array(),
             operand_shape.into_dim(),
             broadcast_dimensions,
-            A::xla_zero(),
-            A::xla_add,
-            FoldOrder::Any,
+            sum_fold(&zero),
         )
     }
 
@@ -142,9 +141,7 @@ pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
             self.array(),
             operand_shape.into_dim(),
             broadcast_dimensions,
-            identity,
-            f,
-            FoldOrder::Index,
+            Fold::new(&identity, &f, FoldOrder::Index),
         )
     }
 
@@ -167,13 +164,12 @@ pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     where
         A: XlaElement,
     {
+        let zero = A::xla_zero();
         reduce_checked(
             "reduce_in_dim",
             self.array(),
             broadcast_dimensions,
-            A::xla_zero(),
-            &A::xla_add,
-            FoldOrder::Any,
+            sum_fold(&zero),
             out,
         )
     }
@@ -205,9 +201,7 @@ pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
             "reduce_in_dim",
             self.array(),
             broadcast_dimensions,
-            identity,
-            &f,
-            FoldOrder::Index,
+            Fold::new(&identity, &f, FoldOrder::Index),
             out,
         )
     }
@@ -222,13 +216,11 @@ fn operand_dim_of(out_rank: usize, dims: &[usize]) -> Vec<Option<usize>> {
     from
 }
 
-fn reduce_checked<A, D, E, F>(
+fn reduce_checked<A, D, E, F, G>(
     op: &'static str,
     src: &ArrayRef<A, D>,
     dims: &[usize],
-    identity: A,
-    f: &F,
-    order: FoldOrder,
+    fold: Fold<'_, A, F, G>,
     out: &mut ArrayRef<A, E>,
 ) -> Result<()>
 where
@@ -236,15 +228,26 @@ where
     D: Dimension,
     E: Dimension,
     F: Fn(A, A) -> A + Sync,
+    G: Fn(A, A) -> A + Sync,
 {
     reduce_in_dim_check(op, out.shape(), src.shape(), dims)?;
     let from = operand_dim_of(src.ndim(), dims);
-    let fold = Fold {
-        identity: &identity,
-        f,
-        order,
-    };
     engine::reduce(op, out, &from, src, fold, true)
+}
+
+/// The sum's fold: XLA's `add` from zero in any order, its lanes with one instruction each
+/// ([`XlaElement::xla_add_lanes`], a lane that ends NaN folded again with `xla_add`).
+pub(crate) fn sum_fold<A: XlaElement>(
+    zero: &A,
+) -> Fold<'_, A, impl Fn(A, A) -> A + Sync, impl Fn(A, A) -> A + Sync> {
+    Fold {
+        identity: zero,
+        f: &A::xla_add,
+        order: FoldOrder::Any,
+        lanes: &A::xla_add_lanes,
+        #[allow(clippy::eq_op)] // NaN is the one value unequal to itself
+        nan: |x| x != x,
+    }
 }
 
 impl<A, D: Dimension> ReduceInDim<A, D> for ArrayRef<A, D> {}
@@ -256,9 +259,7 @@ pub(crate) fn reduce_fresh<A, D, O>(
     src: &ArrayRef<A, D>,
     operand_shape: O,
     dims: &[usize],
-    identity: A,
-    f: impl Fn(A, A) -> A + Sync,
-    order: FoldOrder,
+    fold: Fold<'_, A, impl Fn(A, A) -> A + Sync, impl Fn(A, A) -> A + Sync>,
 ) -> Result<Array<A, O>>
 where
     A: Clone + Send + Sync,
@@ -266,13 +267,8 @@ where
     O: Dimension,
 {
     reduce_in_dim_check(op, operand_shape.slice(), src.shape(), dims)?;
-    let mut out = engine::filled(op, operand_shape, &identity)?;
+    let mut out = engine::filled(op, operand_shape, fold.identity)?;
     let from = operand_dim_of(src.ndim(), dims);
-    let fold = Fold {
-        identity: &identity,
-        f: &f,
-        order,
-    };
     engine::reduce(op, &mut out, &from, src, fold, false)?;
     Ok(out)
 }
@@ -321,16 +317,8 @@ where
         shape: O,
         dims: &[usize],
     ) -> Result<Array<A, O>> {
-        let (zero, add) = (A::xla_zero(), A::xla_add);
-        reduce_fresh(
-            "unbroadcast_grads",
-            grad,
-            shape,
-            dims,
-            zero,
-            add,
-            FoldOrder::Any,
-        )
+        let zero = A::xla_zero();
+        reduce_fresh("unbroadcast_grads", grad, shape, dims, sum_fold(&zero))
     }
     Ok((
         sum(grad, lhs_shape, &plan.lhs_dims)?,

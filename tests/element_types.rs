@@ -136,6 +136,55 @@ fn atan2_of_floats() {
     assert_eq!(got, want);
 }
 
+/// Every real float op of two operands (but `pow`) gives, where an operand is NaN, the first
+/// NaN operand quieted, in every copy of the engine's loops: operands full or broadcast along
+/// a row, lengths that leave vector tails, each pair of NaNs in both orders.
+#[test]
+fn the_first_nan_operand_is_the_result() {
+    let nans = [0x7fc0_0000u32, 0xffc0_0000, 0x7fa0_0001, 0xff80_0003];
+    let value = |i: usize| match i % 7 {
+        k @ 0..=3 => f32::from_bits(nans[k]),
+        k => k as f32 - 5.5,
+    };
+    let rule = |a: f32, b: f32, r: f32| match (a.is_nan(), b.is_nan()) {
+        (true, _) => a.to_bits() | 0x40_0000,
+        (false, true) => b.to_bits() | 0x40_0000,
+        _ => r.to_bits(),
+    };
+    type Op = fn(&Array2<f32>, &Array2<f32>) -> Array2<f32>;
+    type Scalar = fn(f32, f32) -> f32;
+    let ops: [(&str, Op, Scalar); 7] = [
+        ("add", |a, b| a.add_bcast(b, &[]).unwrap(), |a, b| a + b),
+        ("sub", |a, b| a.sub_bcast(b, &[]).unwrap(), |a, b| a - b),
+        ("mul", |a, b| a.mul_bcast(b, &[]).unwrap(), |a, b| a * b),
+        ("div", |a, b| a.div_bcast(b, &[]).unwrap(), |a, b| a / b),
+        ("rem", |a, b| a.rem_bcast(b, &[]).unwrap(), |a, b| a % b),
+        ("max", |a, b| a.max_bcast(b, &[]).unwrap(), f32::max),
+        ("atan2", |a, b| a.atan2_bcast(b, &[]).unwrap(), f32::atan2),
+    ];
+    for (rows, cols) in [(1, 61), (9, 62), (4, 257)] {
+        let a = Array2::from_shape_fn((rows, cols), |(i, j)| value(i * cols + j));
+        let b = Array2::from_shape_fn((rows, cols), |(i, j)| value(i * cols + j + 3 * i + 1));
+        // A (1, cols) operand: degenerate broadcasting, a row read with stride 0.
+        let row = b.slice(ndarray::s![..1, ..]).to_owned();
+        for (name, op, f) in ops {
+            for (x, y) in [(&a, &b), (&b, &a), (&a, &row), (&row, &a)] {
+                let got = op(x, y);
+                let (x, y) = (
+                    x.broadcast(got.dim()).unwrap(),
+                    y.broadcast(got.dim()).unwrap(),
+                );
+                for ((g, &p), &q) in got.iter().zip(x).zip(y) {
+                    let want = rule(p, q, f(p, q));
+                    if p.is_nan() || q.is_nan() {
+                        assert_eq!(g.to_bits(), want, "{name}({p:?}, {q:?}) at {rows}x{cols}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(feature = "half")]
 #[test]
 fn half_floats_round_each_op_once() {

@@ -58,12 +58,12 @@ impl Folder {
 /// associative. An error, having folded nothing, when a partial accumulator of a parallel fold
 /// cannot be allocated.
 #[inline(always)]
-pub(crate) fn reduce<A, D, E, F>(
+pub(crate) fn reduce<A, D, E, F, G>(
     op: &'static str,
     acc: &mut ArrayRef<A, E>,
     acc_dim: &[Option<usize>],
     src: &ArrayRef<A, D>,
-    fold: Fold<'_, A, F>,
+    fold: Fold<'_, A, F, G>,
     fill: bool,
 ) -> crate::error::Result<()>
 where
@@ -71,18 +71,19 @@ where
     D: Dimension,
     E: Dimension,
     F: Fn(A, A) -> A + Sync,
+    G: Fn(A, A) -> A + Sync,
 {
-    let body: fn(_, &mut _, _, &_, _, _) -> _ = reduce_in::<A, D, E, F>;
+    let body: fn(_, &mut _, _, &_, _, _) -> _ = reduce_in::<A, D, E, F, G>;
     body(op, acc, acc_dim, src, fold, fill)
 }
 
 /// [`reduce`]'s body (called through a pointer, as [`super::collect`]'s is).
-fn reduce_in<A, D, E, F>(
+fn reduce_in<A, D, E, F, G>(
     op: &'static str,
     acc: &mut ArrayRef<A, E>,
     acc_dim: &[Option<usize>],
     src: &ArrayRef<A, D>,
-    fold: Fold<'_, A, F>,
+    fold: Fold<'_, A, F, G>,
     fill: bool,
 ) -> crate::error::Result<()>
 where
@@ -90,10 +91,11 @@ where
     D: Dimension,
     E: Dimension,
     F: Fn(A, A) -> A + Sync,
+    G: Fn(A, A) -> A + Sync,
 {
     /// # Safety
-    /// As [`FoldFn`], `ctx` a `Fold<A, F>`.
-    unsafe fn fold_run<A: Clone, F: Fn(A, A) -> A>(
+    /// As [`FoldFn`], `ctx` a `Fold<A, F, G>`.
+    unsafe fn fold_run<A: Clone, F: Fn(A, A) -> A, G: Fn(A, A) -> A>(
         ctx: *const (),
         acc: *mut u8,
         src: *const u8,
@@ -101,13 +103,13 @@ where
     ) {
         // SAFETY: as the caller promised.
         unsafe {
-            let fold = &*ctx.cast::<Fold<'_, A, F>>();
+            let fold = &*ctx.cast::<Fold<'_, A, F, G>>();
             kernel::fold_block::<A, true>(acc.cast::<A>(), src.cast::<A>(), blk, fold)
         }
     }
     let folder = Folder {
-        run: fold_run::<A, F>,
-        ctx: (&fold as *const Fold<'_, A, F>).cast(),
+        run: fold_run::<A, F, G>,
+        ctx: (&fold as *const Fold<'_, A, F, G>).cast(),
     };
     let source = Src::of(src);
     let strides = acc_strides(acc.shape(), acc.strides(), acc_dim, src.shape());
@@ -143,6 +145,15 @@ pub(crate) trait TableFold<A> {
     fn identity() -> A;
     /// The function.
     fn f(acc: A, x: A) -> A;
+    /// `f` as a run's lanes may compute it ([`Fold::lanes`]).
+    #[inline(always)]
+    fn lanes(acc: A, x: A) -> A {
+        Self::f(acc, x)
+    }
+    /// Whether a lane's value is NaN, so that the lane is folded again with `f`.
+    fn nan(_: &A) -> bool {
+        false
+    }
 }
 
 /// The loop of the table fold `F` over `A`s as [`reduce`] folds (sums: the same bits as the
@@ -163,6 +174,8 @@ pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
         identity: &identity,
         f: &F::f,
         order: FoldOrder::Any,
+        lanes: &F::lanes,
+        nan: F::nan,
     };
     // SAFETY: as the caller promised.
     unsafe { kernel::fold_block::<A, false>(acc.cast::<A>(), src.cast::<A>(), blk, &fold) }

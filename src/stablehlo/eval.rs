@@ -61,6 +61,14 @@ mod elem {
         fn f(acc: T, x: T) -> T {
             acc.xla_add(x)
         }
+        #[inline(always)]
+        fn lanes(acc: T, x: T) -> T {
+            acc.xla_add_lanes(x)
+        }
+        #[allow(clippy::eq_op)] // NaN is the one value unequal to itself
+        fn nan(x: &T) -> bool {
+            x != x
+        }
     }
     impl<T: XlaElement> TableFold<T> for Mul {
         fn identity() -> T {
