@@ -602,7 +602,7 @@ bitwise!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, bool);
 
 /// `f16` to `f32`, exactly, in plain integer and float operations with no branch the compiler
 /// cannot turn into a select, so a loop of them vectorises (`half`'s own conversion checks the
-/// CPU for F16C at every call, which keeps an elementwise loop scalar; `BENCHMARKS.md`).
+/// CPU for F16C at every call, which keeps an elementwise loop scalar; `docs/experiments.md`).
 #[cfg(feature = "half")]
 #[inline(always)]
 fn f16_to_f32(h: half::f16) -> f32 {

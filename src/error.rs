@@ -580,12 +580,7 @@ impl std::fmt::Display for BroadcastError {
                     array dim dims[i], the others are summed away), not the axes summed",
                     sh(array), sh(result), sh(dims)
                 )?;
-                let fits = suggested_dims(result, array);
-                match fits.as_slice() {
-                    [] => write!(out, "; no strictly increasing dims fit these shapes"),
-                    [one] => write!(out, "; {} fits these shapes", sh(one)),
-                    many => write!(out, "; {} fit these shapes", sh_all(many, " or ")),
-                }
+                write_suggested_dims(out, result, array)
             }
             BroadcastError::ArgumentCount { op, program, kind, expected, got } => write!(
                 out,
@@ -612,20 +607,28 @@ impl std::fmt::Display for BroadcastError {
                 sh(axes), sh(shape)
             ),
             BroadcastError::Sharding { array, dim, axis, reason } => {
-                write!(out, "shard: {array}")?;
-                if let Some(d) = dim {
-                    write!(out, ", dim {d}")?;
-                }
-                if let Some(a) = axis {
-                    write!(out, ", mesh axis {a:?}")?;
-                }
-                write!(out, ": {reason}")
+                let dim = dim.map_or(String::new(), |d| format!(", dim {d}"));
+                let axis = axis.as_ref().map_or(String::new(), |a| format!(", mesh axis {a:?}"));
+                write!(out, "shard: {array}{dim}{axis}: {reason}")
             }
             BroadcastError::ParseShape { text, reason } => write!(
                 out,
                 "cannot parse XLA shape {text:?}: {reason}"
             ),
         }
+    }
+}
+
+/// The `reduce_in_dim` dims that would fit `result` and `array`, as a hint after the message.
+fn write_suggested_dims(
+    out: &mut std::fmt::Formatter<'_>,
+    result: &[usize],
+    array: &[usize],
+) -> std::fmt::Result {
+    match suggested_dims(result, array).as_slice() {
+        [] => write!(out, "; no strictly increasing dims fit these shapes"),
+        [one] => write!(out, "; {} fits these shapes", sh(one)),
+        many => write!(out, "; {} fit these shapes", sh_all(many, " or ")),
     }
 }
 

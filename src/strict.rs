@@ -12,7 +12,7 @@
 //! shape, as ndarray's `a + &b` does: in `(x.into_strict() - &mu_col) * &g_row + &beta_row`
 //! (`(M, 1)` and `(1, N)` operands) only the first op that has no owned operand allocates.
 //! From a borrowed 512x512 `f32` array, that chain and a scale run in 40-54 us instead of
-//! 65-67 us (13-17 ms instead of 25-29 ms at 4096x4096: `BENCHMARKS.md`).
+//! 65-67 us (13-17 ms instead of 25-29 ms at 4096x4096: `docs/experiments.md`).
 //!
 //! # Porting ndarray arithmetic
 //!

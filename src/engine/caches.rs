@@ -1,7 +1,7 @@
 //! The engine's tile sizes and thresholds, in one place, each from the cache sizes the machine
 //! reports (Linux's sysfs, read once), so that a machine with other caches needs no re-tuning.
 //! Where the sizes cannot be read, the figures of the machine they were measured on stand in
-//! (32 KiB of L1d, 1 MiB of L2, 32 MiB of L3: `BENCHMARKS.md`), and there every size below is
+//! (32 KiB of L1d, 1 MiB of L2, 32 MiB of L3: `docs/experiments.md`), and there every size below is
 //! the one measured. (The chains' sizes are those of programs, feature `stablehlo`.)
 
 use std::sync::OnceLock;

@@ -21,7 +21,7 @@
 //! gives, each into a partial row and the partials then in order, with the table fold
 //! ([`FoldFn`]): the order in which [`reduce::reduce_table`] folds a row-major array over its
 //! leading dims, so the results are a reduction's run alone, bit for bit. The threads share a
-//! sweep's blocks, or the tiles. `BENCHMARKS.md` ("Column chains") has what each way pays.
+//! sweep's blocks, or the tiles. `docs/experiments.md` ("Column chains") has what each way pays.
 
 use super::caches::caches;
 use super::kernel::{Block, Line};
@@ -292,6 +292,33 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
         });
         return result.into_inner().unwrap_or_else(|p| p.into_inner());
     }
+    let mut parts = Vec::with_capacity(parts_line.len());
+    for &l in &parts_line {
+        // SAFETY: each fold's partial rows are within the store.
+        parts.push(Shared(unsafe { base.add(l * 64) }));
+    }
+    // SAFETY: as the caller promised of the chain; the store holds the partial rows.
+    unsafe { run_bands(sweeps, (&after, count), &parts, total, pieces) }?;
+    drop(store);
+    Ok(())
+}
+
+/// The sweeps over bands of a chain too tall for tiles of every row: one per fold (computing
+/// the steps its source needs, and writing the outputs that need no later fold), then one for
+/// the outputs that need the last fold. `after` and `count`: [`fold_after`]; `parts`: each
+/// fold's partial rows (one per block of rows it folds in parallel).
+///
+/// # Safety
+/// As [`run`], for `sweeps`' chain; `parts` within the store, this call's.
+unsafe fn run_bands(
+    sweeps: Sweeps<'_>,
+    (after, count): (&[Option<usize>], usize),
+    parts: &[Shared],
+    total: usize,
+    pieces: usize,
+) -> Result<()> {
+    let (chain, m, n, rows, spill) = (sweeps.chain, sweeps.m, sweeps.n, sweeps.rows, sweeps.spill);
+    let n_ops = chain.operands.len();
     let mut unwritten: Vec<usize> = Vec::new();
     for r in 0..n_ops {
         if chain.written[r] && !chain.per_row[r] {
@@ -308,8 +335,7 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
                 src,
             } => {
                 let z = chain.sizes[src];
-                // SAFETY: the partial rows of this fold, within the store.
-                let parts = Shared(unsafe { base.add(parts_line[folds] * 64) });
+                let parts = parts[folds];
                 // The outputs that need no later fold are written as the source is folded.
                 let now: Vec<usize> = unwritten
                     .iter()
@@ -403,7 +429,6 @@ pub(crate) unsafe fn run(shape: &[usize], k: usize, chain: &RowChain<'_>) -> Res
         });
         result.into_inner().unwrap_or_else(|p| p.into_inner())?;
     }
-    drop(store);
     Ok(())
 }
 

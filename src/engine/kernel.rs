@@ -356,7 +356,7 @@ pub(crate) struct Block<const N: usize> {
 const STORE_ALIGN: usize = 32;
 
 /// Shorter runs are not split: there the second loop start costs more than the straddling
-/// stores save (`BENCHMARKS.md`: the split pays on long in-place runs, `+= (1,N)`).
+/// stores save (`docs/experiments.md`: the split pays on long in-place runs, `+= (1,N)`).
 const SPLIT_MIN_BYTES: usize = 2048;
 
 /// The size of the elements `p` points to.
@@ -770,8 +770,8 @@ const FOLD_ROWS: usize = 4;
 /// [`FOLD_ROWS`] source rows are folded per pass, `o = f(f(f(f(o, x0), x1), x2), x3)`: the
 /// accumulator is loaded and stored once per four rows instead of once per row, and four
 /// source rows stream at once (1.1-1.5x faster on `f32` column sums of 64² to 4096²,
-/// `BENCHMARKS.md`). Each element's operations are the row-by-row fold's, in its order, so the
-/// results are the same bit for bit.
+/// `docs/experiments.md`). Each element's operations are the row-by-row fold's, in its order,
+/// so the results are the same bit for bit.
 ///
 /// With `ROWS` false the rows go one by one (the same bits; a kernel table's folds, which
 /// compile for every op and element type, leave the four-row loop out).

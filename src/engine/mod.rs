@@ -122,8 +122,8 @@ pub(crate) enum Fresh {
 /// through a function pointer. rustc's MIR inliner, optimizing each generic function of the
 /// crate, walks the call graph of every callee it can resolve to rule out cycles; from each of
 /// the front doors (every op's methods, operators and wrappers) that walk crossed the whole
-/// engine again, most of the library's metadata time (`BENCHMARKS.md`, "Build cost"). A pointer
-/// ends the walk there, and LLVM still sees a direct call.
+/// engine again, most of the library's metadata time (`docs/experiments.md`, "Build cost").
+/// A pointer ends the walk there, and LLVM still sees a direct call.
 #[inline(always)]
 pub(crate) fn collect<C, D, K, const N: usize>(
     op: &'static str,
@@ -213,7 +213,7 @@ where
 /// The walk into `out` ([`walk`]), or one kernel call when it is one run: small (serial, plain
 /// stores, [`is_one_run`]) with `out` dense in C or F order and each input dense in the same
 /// order or read at one element. Most small ops of numeric code are such a run, and skip the
-/// plan; it pays at 64x64 too (BENCHMARKS.md, "Build cost"). Never inlined: its callers know
+/// plan; it pays at 64x64 too (docs/experiments.md, "Build cost"). Never inlined: its callers know
 /// the kernel's type, and inlined there the short run's direct call would compile the kernel's
 /// loops once more per op in every dependent; here the kernel is a trait object.
 ///

@@ -47,7 +47,7 @@ pub enum Parallelism {
 /// Operations that stream fewer bytes than this (the output and each input read in full; a
 /// broadcast input's repeats hit the cache) run on the calling thread without offering work to
 /// the pool. The threshold keeps the cost of the offer (Rayon's task hand-off) under a tenth
-/// of the work (the figures are in `BENCHMARKS.md`).
+/// of the work (the figures are in `docs/experiments.md`).
 ///
 /// ```
 /// assert_eq!(xla_bcast::PARALLEL_THRESHOLD_BYTES, 768 << 10);
@@ -180,7 +180,7 @@ pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::o
 /// The caller claims indices from the front and helpers from the back. Run again over the
 /// same operands, the threads meet near the same index and each finds its part of them in its
 /// own core's cache, where interleaved claims would scatter them over both cores
-/// (`BENCHMARKS.md`: 10-40% less time on `f32` ops of 256² to 768²).
+/// (`docs/experiments.md`: 10-40% less time on `f32` ops of 256² to 768²).
 ///
 /// The helpers run under the caller's [`Parallelism`], so an op they start splits as the
 /// caller's would. A panic in `work` stops every thread's claims; the first panic is resumed

@@ -183,9 +183,9 @@ pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
 
 /// [`table_fold`] compiled for AVX-512 where the CPU has it, else the baseline's: for the float
 /// folds of row chains, whose rows are in cache, a row folds in one 16-lane register instead of
-/// four (`BENCHMARKS.md`, "Row chains", has what it pays). The same loop in the same order, so
-/// the same bits (IEEE operations, none contracted), but for which of a row's NaNs comes out:
-/// Rust leaves that to the compiler.
+/// four (`docs/experiments.md`, "Row chains", has what it pays). The same loop in the same
+/// order, so the same bits (IEEE operations, none contracted; a NaN chosen by the element's
+/// rule, lanes that end NaN folded again).
 #[cfg(feature = "stablehlo")]
 pub(crate) fn table_fold_wide<A: Clone, F: TableFold<A>>() -> FoldFn {
     #[cfg(target_arch = "x86_64")]

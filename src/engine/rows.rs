@@ -48,7 +48,7 @@ use smallvec::SmallVec;
 pub(crate) const MAX_OPERANDS: usize = 16;
 
 /// The steps per input read in full from which a chain without folds fetches ahead: with fewer,
-/// its inputs' streams keep memory busy, and the requests only cost (`BENCHMARKS.md`).
+/// its inputs' streams keep memory busy, and the requests only cost (`docs/experiments.md`).
 const PREFETCH_STEPS: usize = 2;
 
 /// Rows of a tile in a chain without folds that reads an input across its rows (a transpose):
@@ -151,34 +151,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     let n_ops = chain.operands.len();
     let sizes = caches();
     let by_rows = chain.per_row.iter().any(|&p| p);
-    let mut strides: Vec<Strides> = Vec::with_capacity(n_ops);
-    let dims = if by_rows {
-        for o in chain.operands {
-            strides.push(Strides::from_slice(&o.strides));
-        }
-        shape.to_vec()
-    } else {
-        assert!(n_ops <= MAX_OPERANDS, "at most {MAX_OPERANDS} operands");
-        let zeros = vec![0isize; shape.len()];
-        let at: [&[isize]; MAX_OPERANDS] =
-            std::array::from_fn(|k| chain.operands.get(k).map_or(&zeros[..], |o| &o.strides[..]));
-        // The written operands decide the loop order: they are walked in memory order.
-        let mut priority = [0; MAX_OPERANDS];
-        let mut slot = 0;
-        for first in [true, false] {
-            for k in 0..MAX_OPERANDS {
-                if (chain.written.get(k) == Some(&true)) == first {
-                    priority[slot] = k;
-                    slot += 1;
-                }
-            }
-        }
-        let plan = Plan::new(shape, at, priority);
-        for k in 0..n_ops {
-            strides.push(plan.strides.iter().map(|s| s[k]).collect());
-        }
-        plan.dims.to_vec()
-    };
+    let (dims, strides) = loop_dims(shape, chain, by_rows);
     let rank = dims.len();
     assert!(rank > 0, "a chain over rows of some length");
     let (outer, n) = (&dims[..rank - 1], dims[rank - 1]);
@@ -215,64 +188,14 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     let row_bytes = n.saturating_mul(widest);
     let one_row =
         by_rows && row_bytes >= sizes.chunk() / 2 && (streamed || traffic >= sizes.prefetch_min());
-    // Whole rows per tile, or chunks of one row; tiles of rows and columns to read across.
     let (pitch, rows) = match by_rows {
         true if one_row => (n, 1),
         true => (n, (sizes.row_tile() / row_bytes).clamp(1, m)),
-        false if across.contains(&true) => {
-            let rows = ACROSS_ROWS.min(m);
-            ((sizes.across_tile() / (rows * widest)).clamp(1, n), rows)
-        }
-        false => {
-            let pitch = (sizes.chunk() / widest).clamp(1, n);
-            let rows = if pitch == n {
-                sizes.chunk() / (n * widest)
-            } else {
-                1
-            };
-            (pitch, rows.clamp(1, m))
-        }
+        false => chunk_shape(across.contains(&true), (m, n), widest),
     };
     let chunks = n.div_ceil(pitch);
-    let last = |k: usize| match chain.per_row[k] {
-        true => None,
-        false => Some(strides[k][rank - 1]),
-    };
-    let contiguous = |k: usize| last(k) == Some(1) || (n == 1 && last(k).is_some());
-    let mut stream_out = Vec::with_capacity(n_ops);
-    for k in 0..n_ops {
-        stream_out.push(streamed && chain.written[k] && chain.final_output[k] && contiguous(k));
-    }
-    // The same for every row: no outer stride, and the same in every chunk of a row.
-    let same_rows = |k: usize| {
-        strides[k][..rank - 1].iter().all(|&s| s == 0) && (chunks == 1 || last(k) == Some(0))
-    };
-    let mut loc = Vec::with_capacity(regs);
-    for r in 0..regs {
-        let full = r < n_ops && last(r).is_some();
-        loc.push(
-            match full && contiguous(r) && stream_out.get(r) == Some(&false) {
-                true => Loc::InPlace,
-                false if full && !chain.written[r] && same_rows(r) => Loc::Once,
-                false => Loc::Buf,
-            },
-        );
-    }
-    // Each register's lines in a thread's buffer, then three splat rows.
-    let lines = |elements: usize, size: usize| {
-        let bytes = rows.checked_mul(elements)?.checked_mul(size)?;
-        Some(bytes.div_ceil(64))
-    };
-    let mut first_line = Vec::with_capacity(regs);
-    let mut total = Some(0usize);
-    for r in 0..regs {
-        first_line.push(total.unwrap_or(0));
-        let per_row = if chain.per_row[r] { 1 } else { pitch };
-        total = total.and_then(|t| t.checked_add(lines(per_row, chain.sizes[r])?));
-    }
-    let splat_lines = lines(pitch, widest);
-    let total = total.and_then(|t| t.checked_add(splat_lines?.checked_mul(3)?));
-    let (Some(total), Some(splat_lines)) = (total, splat_lines) else {
+    let (loc, stream_out) = locations(chain, &strides, (rank, n, chunks), streamed);
+    let Some((first_line, total, splat_lines)) = buffer_lines(chain, rows, pitch, widest) else {
         return Err(BroadcastError::Allocation {
             op: "run",
             shape: shape.into(),
@@ -286,23 +209,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             true => copied.push(k),
         }
     }
-    let mut steps = vec![0isize; outer.len() * n_ops];
-    let mut spans = vec![1usize; n_ops];
-    for k in 0..n_ops {
-        // From the innermost outer dim out: a carry into `d` wraps every dim after it.
-        let mut wrapped = 0;
-        for d in (0..outer.len()).rev() {
-            steps[d * n_ops + k] = strides[k][d] - wrapped;
-            wrapped += (outer[d] as isize - 1) * strides[k][d];
-        }
-        // (A dim of one row never moves.)
-        for d in (0..outer.len()).rev() {
-            if outer[d] > 1 && strides[k][d] != (spans[k] * n) as isize {
-                break;
-            }
-            spans[k] *= outer[d];
-        }
-    }
+    let (steps, spans) = outer_steps(outer, n, &strides);
     // Chains without folds fetch ahead where their traffic passes the last-level cache (their
     // outputs stream) and they compute long enough per input stream to leave memory idle.
     let prefetch = match by_rows {
@@ -347,21 +254,8 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
             // SAFETY: as above.
             let splat: [*mut u8; 3] =
                 std::array::from_fn(|j| unsafe { base.add((total - (3 - j) * splat_lines) * 64) });
-            // The inputs every row reads alike, gathered once for the range: a tile of rows,
-            // so that the tile's kernels read them as they read the others.
-            for k in (0..n_ops).filter(|&k| loc[k] == Loc::Once) {
-                let (o, s) = (&chain.operands[k], strides[k][rank - 1]);
-                let z = o.size as isize;
-                for row in 0..rows {
-                    // SAFETY: a buffer row of input `k` from its first element along its stride
-                    // (the same in every chunk when there are several) into its buffer, room
-                    // for `rows` rows at the pitch.
-                    unsafe {
-                        let to = buf[k].offset((row * pitch) as isize * z);
-                        copy_strided(o.at(0), s * z, to, z, pitch, o.size)
-                    };
-                }
-            }
+            // SAFETY: each register's buffer holds `rows` rows at the pitch.
+            unsafe { fill_once(&walk, &buf, rows) };
             if in_line {
                 // SAFETY: as the caller promised of the chain; the buffers are this thread's,
                 // the inputs read once filled.
@@ -393,6 +287,165 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
         }
     });
     Ok(())
+}
+
+/// Where each register lives ([`Loc`]), and which outputs stream from the buffer (`streamed`
+/// chains' final outputs, contiguous along the rows): over rows of `n` in `chunks` chunks, the
+/// walk's dims `rank`.
+fn locations(
+    chain: &RowChain<'_>,
+    strides: &[Strides],
+    (rank, n, chunks): (usize, usize, usize),
+    streamed: bool,
+) -> (Vec<Loc>, Vec<bool>) {
+    let n_ops = chain.operands.len();
+    let last = |k: usize| match chain.per_row[k] {
+        true => None,
+        false => Some(strides[k][rank - 1]),
+    };
+    let contiguous = |k: usize| last(k) == Some(1) || (n == 1 && last(k).is_some());
+    let mut stream_out = Vec::with_capacity(n_ops);
+    for k in 0..n_ops {
+        stream_out.push(streamed && chain.written[k] && chain.final_output[k] && contiguous(k));
+    }
+    // The same for every row: no outer stride, and the same in every chunk of a row.
+    let same_rows = |k: usize| {
+        strides[k][..rank - 1].iter().all(|&s| s == 0) && (chunks == 1 || last(k) == Some(0))
+    };
+    let mut loc = Vec::with_capacity(chain.sizes.len());
+    for r in 0..chain.sizes.len() {
+        let full = r < n_ops && last(r).is_some();
+        loc.push(
+            match full && contiguous(r) && stream_out.get(r) == Some(&false) {
+                true => Loc::InPlace,
+                false if full && !chain.written[r] && same_rows(r) => Loc::Once,
+                false => Loc::Buf,
+            },
+        );
+    }
+    (loc, stream_out)
+}
+
+/// Chunks of the rows (`(m, n)`) for a chain without folds, `(pitch, rows)`: 4 KiB of the
+/// widest register, whole rows where they fit; tiles of rows and columns where an input is
+/// read across its rows (`across`), to gather with register transposes.
+fn chunk_shape(across: bool, (m, n): (usize, usize), widest: usize) -> (usize, usize) {
+    let sizes = caches();
+    if across {
+        let rows = ACROSS_ROWS.min(m);
+        return ((sizes.across_tile() / (rows * widest)).clamp(1, n), rows);
+    }
+    let pitch = (sizes.chunk() / widest).clamp(1, n);
+    let rows = if pitch == n {
+        sizes.chunk() / (n * widest)
+    } else {
+        1
+    };
+    (pitch, rows.clamp(1, m))
+}
+
+/// Fills the buffers of the inputs every row reads alike ([`Loc::Once`]) for a thread's range:
+/// `rows` rows, so that a tile's kernels read them as they read the others.
+///
+/// # Safety
+/// `buf[k]` has room for `rows` rows of input `k` at the walk's pitch.
+unsafe fn fill_once(walk: &Walk<'_>, buf: &[*mut u8], rows: usize) {
+    let rank = walk.outer.len() + 1;
+    for k in (0..walk.chain.operands.len()).filter(|&k| walk.loc[k] == Loc::Once) {
+        let (o, s) = (&walk.chain.operands[k], walk.strides[k][rank - 1]);
+        let z = o.size as isize;
+        for row in 0..rows {
+            // SAFETY: a buffer row of input `k` from its first element along its stride (the
+            // same in every chunk when there are several) into its buffer, as the caller
+            // promised room for.
+            unsafe {
+                let to = buf[k].offset((row * walk.pitch) as isize * z);
+                copy_strided(o.at(0), s * z, to, z, walk.pitch, o.size)
+            };
+        }
+    }
+}
+
+/// The dims a chain loops over and each operand's strides there: the chain's own shape where
+/// it has per-row registers (its folds need its rows), else the engine planner's merged and
+/// ordered dims, the written operands walked in memory order.
+fn loop_dims(shape: &[usize], chain: &RowChain<'_>, by_rows: bool) -> (Vec<usize>, Vec<Strides>) {
+    let n_ops = chain.operands.len();
+    let mut strides: Vec<Strides> = Vec::with_capacity(n_ops);
+    if by_rows {
+        for o in chain.operands {
+            strides.push(Strides::from_slice(&o.strides));
+        }
+        return (shape.to_vec(), strides);
+    }
+    assert!(n_ops <= MAX_OPERANDS, "at most {MAX_OPERANDS} operands");
+    let zeros = vec![0isize; shape.len()];
+    let at: [&[isize]; MAX_OPERANDS] =
+        std::array::from_fn(|k| chain.operands.get(k).map_or(&zeros[..], |o| &o.strides[..]));
+    let mut priority = [0; MAX_OPERANDS];
+    let mut slot = 0;
+    for first in [true, false] {
+        for k in 0..MAX_OPERANDS {
+            if (chain.written.get(k) == Some(&true)) == first {
+                priority[slot] = k;
+                slot += 1;
+            }
+        }
+    }
+    let plan = Plan::new(shape, at, priority);
+    for k in 0..n_ops {
+        strides.push(plan.strides.iter().map(|s| s[k]).collect());
+    }
+    (plan.dims.to_vec(), strides)
+}
+
+/// Each register's first line in a thread's buffer (`rows` rows of `pitch` elements, one a
+/// row for a per-row register), the buffer's lines with three splat rows of the `widest`
+/// element after them, and a splat row's lines; `None` where the sizes overflow.
+fn buffer_lines(
+    chain: &RowChain<'_>,
+    rows: usize,
+    pitch: usize,
+    widest: usize,
+) -> Option<(Vec<usize>, usize, usize)> {
+    let lines = |elements: usize, size: usize| {
+        let bytes = rows.checked_mul(elements)?.checked_mul(size)?;
+        Some(bytes.div_ceil(64))
+    };
+    let mut first_line = Vec::with_capacity(chain.sizes.len());
+    let mut total = 0usize;
+    for (r, &size) in chain.sizes.iter().enumerate() {
+        first_line.push(total);
+        let per_row = if chain.per_row[r] { 1 } else { pitch };
+        total = total.checked_add(lines(per_row, size)?)?;
+    }
+    let splat_lines = lines(pitch, widest)?;
+    let total = total.checked_add(splat_lines.checked_mul(3)?)?;
+    Some((first_line, total, splat_lines))
+}
+
+/// Each operand's move from one row to the next where the outer index carries into dim `d`
+/// (`steps[d * operands + k]`: a carry into `d` wraps every dim after it), and how many rows
+/// of each follow one another in memory from its first (`spans`; a dim of one row never
+/// moves).
+fn outer_steps(outer: &[usize], n: usize, strides: &[Strides]) -> (Vec<isize>, Vec<usize>) {
+    let n_ops = strides.len();
+    let mut steps = vec![0isize; outer.len() * n_ops];
+    let mut spans = vec![1usize; n_ops];
+    for k in 0..n_ops {
+        let mut wrapped = 0;
+        for d in (0..outer.len()).rev() {
+            steps[d * n_ops + k] = strides[k][d] - wrapped;
+            wrapped += (outer[d] as isize - 1) * strides[k][d];
+        }
+        for d in (0..outer.len()).rev() {
+            if outer[d] > 1 && strides[k][d] != (spans[k] * n) as isize {
+                break;
+            }
+            spans[k] *= outer[d];
+        }
+    }
+    (steps, spans)
 }
 
 /// A register's first element and its moves, in bytes, by a row and by an element of a row (0
@@ -511,7 +564,7 @@ unsafe fn chunks_in_line(walk: &Walk<'_>, buf: &[*mut u8], range: std::ops::Rang
 /// row (an operand's by the move of the dim the outer index carries into), and each step is
 /// one kernel or fold call, its registers in L1. Tiles of 16 KiB pay their bookkeeping once
 /// for several rows but keep their registers in L2 only: on rows of 512 `f32`s or more this
-/// loop is faster, on shorter ones the tiles are (`BENCHMARKS.md`).
+/// loop is faster, on shorter ones the tiles are (`docs/experiments.md`).
 ///
 /// # Safety
 /// As [`run`], for a chain with folds; `buf` and `splat` are this thread's, each register's
@@ -546,8 +599,8 @@ unsafe fn rows_in_line(
     let in_place: SmallVec<[usize; 16]> = (0..n_ops).filter(|&k| loc[k] == Loc::InPlace).collect();
     // The inputs read in place whose rows move (one whose rows are all one stays in cache):
     // each row asks for the next row's into L2, a part before each step, so that memory streams
-    // while the steps compute (into L1, the requests stall the steps: `BENCHMARKS.md`); `cuts`
-    // gives the lines of each asked for before each step.
+    // while the steps compute (into L1, the requests stall the steps: `docs/experiments.md`);
+    // `cuts` gives the lines of each asked for before each step.
     let moves_on = |k: usize| strides[k][..rank - 1].iter().any(|&s| s != 0);
     let ahead_of: SmallVec<[usize; 16]> = in_place
         .iter()
@@ -611,57 +664,8 @@ unsafe fn rows_in_line(
                     at = at.wrapping_add(64);
                 }
             }
-            match *st {
-                RowStep::Fold {
-                    run,
-                    identity,
-                    out,
-                    src,
-                } => {
-                    // SAFETY: the per-row register's slot, set to the identity, then the row's
-                    // `n` contiguous elements of `src` folded into it.
-                    unsafe {
-                        let z = chain.sizes[out];
-                        std::ptr::copy_nonoverlapping(chain.identities[identity].0, p[out], z);
-                        let blk = Block {
-                            n,
-                            inner: [0, 1],
-                            rows: 1,
-                            step: [1, 0],
-                        };
-                        run(std::ptr::null(), p[out], p[src], blk);
-                    }
-                }
-                RowStep::Map { kernel, out, args } => {
-                    let args = &args[..kernel.inputs()];
-                    if let Kernel::ZipByRow(_, by_row) = kernel {
-                        let [a, b] = [args[0], args[1]];
-                        if !per_row[out] && !per_row[a] && per_row[b] {
-                            // SAFETY: the row of `out` and `a` and its value of `b`, of the
-                            // kernel's types.
-                            unsafe { by_row([p[out], p[a], p[b]], 1, n) };
-                            continue;
-                        }
-                    }
-                    let mut ptrs = [p[out]; 4];
-                    for (j, &a) in args.iter().enumerate() {
-                        ptrs[j + 1] = match per_row[a] && !per_row[out] {
-                            false => p[a],
-                            true => {
-                                // SAFETY: the row's value of `a` repeated into a splat row.
-                                unsafe {
-                                    let z = chain.sizes[a];
-                                    copy_strided(p[a], 0, splat[j], z as isize, n, z)
-                                };
-                                splat[j]
-                            }
-                        };
-                    }
-                    let len = if per_row[out] { 1 } else { n };
-                    // SAFETY: `len` elements of each register, of the kernel's types.
-                    unsafe { call(kernel, ptrs, len) };
-                }
-            }
+            // SAFETY: as the caller promised, for this row's registers.
+            unsafe { row_step(chain, st, p, splat, n) };
         }
         for &k in copied {
             let o = &chain.operands[k];
@@ -681,6 +685,73 @@ unsafe fn rows_in_line(
             }
         }
         offs.copy_from_slice(next);
+    }
+}
+
+/// One step of a chain over one row of `n` ([`rows_in_line`]), `p` each register's place in
+/// the row, a per-row value repeated along a splat row where a kernel reads it beside a row.
+///
+/// # Safety
+/// As [`rows_in_line`]: `p` addresses each register's row (a per-row register's slot), the
+/// splat rows this thread's, room for `n` of the widest elements.
+unsafe fn row_step(
+    chain: &RowChain<'_>,
+    st: &RowStep,
+    p: &[*mut u8],
+    splat: [*mut u8; 3],
+    n: usize,
+) {
+    let per_row = chain.per_row;
+    match *st {
+        RowStep::Fold {
+            run,
+            identity,
+            out,
+            src,
+        } => {
+            // SAFETY: the per-row register's slot, set to the identity, then the row's
+            // `n` contiguous elements of `src` folded into it.
+            unsafe {
+                let z = chain.sizes[out];
+                std::ptr::copy_nonoverlapping(chain.identities[identity].0, p[out], z);
+                let blk = Block {
+                    n,
+                    inner: [0, 1],
+                    rows: 1,
+                    step: [1, 0],
+                };
+                run(std::ptr::null(), p[out], p[src], blk);
+            }
+        }
+        RowStep::Map { kernel, out, args } => {
+            let args = &args[..kernel.inputs()];
+            if let Kernel::ZipByRow(_, by_row) = kernel {
+                let [a, b] = [args[0], args[1]];
+                if !per_row[out] && !per_row[a] && per_row[b] {
+                    // SAFETY: the row of `out` and `a` and its value of `b`, of the
+                    // kernel's types.
+                    unsafe { by_row([p[out], p[a], p[b]], 1, n) };
+                    return;
+                }
+            }
+            let mut ptrs = [p[out]; 4];
+            for (j, &a) in args.iter().enumerate() {
+                ptrs[j + 1] = match per_row[a] && !per_row[out] {
+                    false => p[a],
+                    true => {
+                        // SAFETY: the row's value of `a` repeated into a splat row.
+                        unsafe {
+                            let z = chain.sizes[a];
+                            copy_strided(p[a], 0, splat[j], z as isize, n, z)
+                        };
+                        splat[j]
+                    }
+                };
+            }
+            let len = if per_row[out] { 1 } else { n };
+            // SAFETY: `len` elements of each register, of the kernel's types.
+            unsafe { call(kernel, ptrs, len) };
+        }
     }
 }
 
@@ -710,11 +781,7 @@ unsafe fn tile(
         n,
         pitch,
         loc,
-        across,
-        stream_out,
-        gathered,
-        copied,
-        prefetch,
+        ..
     } = *walk;
     let n_ops = chain.operands.len();
     let rank = outer.len() + 1;
@@ -735,192 +802,287 @@ unsafe fn tile(
             offs[row * n_ops + k] = offs[(row - 1) * n_ops + k] + steps[d * n_ops + k];
         }
     }
-    let z = |r: usize| chain.sizes[r] as isize;
-    // Whether a register's rows of this tile follow one another in memory (whole rows only).
+    // Whether a register's rows of this tile follow one another in memory (whole rows only;
+    // a tile of one row is, in every register).
     let dense = |r: usize| match loc[r] {
         Loc::Buf | Loc::Once => width == pitch,
         Loc::InPlace => width == n && first / spans[r] == (first + count - 1) / spans[r],
     };
-    // Register `r`'s first element in the tile's row `row`.
-    let at = |r: usize, row: usize| -> *mut u8 {
-        match (loc[r], chain.per_row[r]) {
-            // SAFETY: the offset of an element of the operand, as the caller promised.
-            (Loc::InPlace, _) => unsafe { chain.operands[r].at(offs[row * n_ops + r]) },
+    let regs = chain.sizes.len();
+    let t = Tile {
+        walk,
+        count,
+        width,
+        buf,
+        offs,
+        dense: (0..regs).map(|r| count == 1 || dense(r)).collect(),
+    };
+    // SAFETY: as the caller promised, for every part of the tile.
+    unsafe {
+        t.gather();
+        t.steps(splat);
+        t.copy_out();
+    }
+}
+
+/// A tile's rows of every operand: where each register's rows start ([`Tile::at`]), and
+/// whether they follow one another. Made only by [`tile`], whose caller promised that the
+/// operands' offsets and the buffers are as it says.
+struct Tile<'t> {
+    walk: &'t Walk<'t>,
+    count: usize,
+    width: usize,
+    buf: &'t [*mut u8],
+    /// Each row's offset of each operand (`offs[row * operands + k]`).
+    offs: &'t [isize],
+    dense: SmallVec<[bool; 16]>,
+}
+
+impl Tile<'_> {
+    fn z(&self, r: usize) -> isize {
+        self.walk.chain.sizes[r] as isize
+    }
+
+    /// Register `r`'s first element in the tile's row `row`.
+    fn at(&self, r: usize, row: usize) -> *mut u8 {
+        let (chain, n_ops) = (self.walk.chain, self.walk.chain.operands.len());
+        match (self.walk.loc[r], chain.per_row[r]) {
+            // SAFETY: the offset of an element of the operand, as `tile`'s caller promised.
+            (Loc::InPlace, _) => unsafe { chain.operands[r].at(self.offs[row * n_ops + r]) },
             // SAFETY: within the register's buffer, room for `count` rows of its kind.
-            (Loc::Buf, true) => unsafe { buf[r].offset(row as isize * z(r)) },
+            (Loc::Buf, true) => unsafe { self.buf[r].offset(row as isize * self.z(r)) },
             // SAFETY: as above.
             (Loc::Buf | Loc::Once, false) => unsafe {
-                buf[r].offset((row * pitch) as isize * z(r))
+                self.buf[r].offset((row * self.walk.pitch) as isize * self.z(r))
             },
             (Loc::Once, true) => unreachable!("a per-row register is not an input read once"),
         }
-    };
-    // Whether each register's rows are contiguous (a tile of one row is, in every register).
-    let regs = chain.sizes.len();
-    let dense: SmallVec<[bool; 16]> = (0..regs).map(|r| count == 1 || dense(r)).collect();
-    // The inputs that are not read in place, gathered: a full one's rows along its stride, a
-    // per-row one's element of each row.
-    for &k in gathered {
-        let o = &chain.operands[k];
-        if across[k] {
-            // Each run of rows one element apart in a register transpose.
-            let mut row = 0;
-            while row < count {
-                let mut end = row + 1;
-                while end < count && offs[end * n_ops + k] == offs[(end - 1) * n_ops + k] + 1 {
-                    end += 1;
-                }
-                // SAFETY: rows `row..end` of input `k` start one element apart, each with
-                // `width` elements along its stride, all elements of the input, as the caller
-                // promised; the buffer holds them at the pitch (`width <= pitch`), this
-                // thread's; the input's elements are plain, of a size `plain_size` gives.
-                unsafe {
-                    let (from, along) = (o.at(offs[row * n_ops + k]), strides[k][rank - 1]);
-                    let shape = [end - row, width];
-                    transpose_tile(from, along, 1, at(k, row), pitch as isize, o.size, shape)
-                };
-                row = end;
-            }
-            continue;
-        }
-        for row in 0..count {
-            // SAFETY: the offset of an element of input `k`, as the caller promised.
-            let from = unsafe { o.at(offs[row * n_ops + k]) };
-            match chain.per_row[k] {
-                // SAFETY: one element of input `k` into its row's slot of the buffer.
-                true => unsafe { copy_strided(from, 0, at(k, row), z(k), 1, o.size) },
-                // SAFETY: the row's `width` elements of input `k` along its stride (0: one
-                // element repeated) into the buffer's row.
-                false => unsafe {
-                    let s = strides[k][rank - 1] * z(k);
-                    copy_strided(from, s, at(k, row), z(k), width, o.size)
-                },
-            }
-        }
     }
-    // The next tile of the inputs read in place whose tile is one piece of memory (a tile of
-    // whole rows that follow one another, or a chunk of one row): it follows this one, the next
-    // unit of the thread's range.
-    let mut ahead: SmallVec<[(*const u8, usize); 4]> = SmallVec::new();
-    if prefetch && (count == 1 || width == n) {
-        for k in (0..n_ops).filter(|&k| !chain.written[k] && loc[k] == Loc::InPlace && dense[k]) {
-            let bytes = count * width * chain.sizes[k];
-            ahead.push((at(k, 0).cast_const().wrapping_add(bytes), bytes));
-        }
-    }
-    for (j, st) in chain.steps.iter().enumerate() {
-        ask_ahead(&ahead, j, chain.steps.len());
-        match *st {
-            RowStep::Fold {
-                run,
-                identity,
-                out,
-                src,
-            } => {
-                // SAFETY: `count` slots of the per-row register, filled with the identity; then
-                // each row's `n` contiguous elements of `src` (whole rows: a chain with folds is
-                // not cut in chunks) folded into its slot.
-                unsafe {
-                    let identity = chain.identities[identity].0;
-                    copy_strided(identity, 0, buf[out], z(out), count, chain.sizes[out]);
-                    // The tile's rows in one call where they are `pitch` apart, else one by
-                    // one: each row is folded alone either way.
-                    let (rows, step) = if dense[src] { (count, pitch) } else { (1, 0) };
-                    for row in (0..count).step_by(rows) {
-                        let blk = Block {
-                            n: width,
-                            inner: [0, 1],
-                            rows,
-                            step: [1, step as isize],
-                        };
-                        run(std::ptr::null(), at(out, row), at(src, row), blk);
+
+    /// The inputs that are not read in place, gathered: a full one's rows along its stride
+    /// (rows one element apart through register transposes), a per-row one's element of each
+    /// row.
+    ///
+    /// # Safety
+    /// As [`tile`].
+    unsafe fn gather(&self) {
+        let (walk, count, width) = (self.walk, self.count, self.width);
+        let (chain, n_ops, rank) = (walk.chain, walk.chain.operands.len(), walk.outer.len() + 1);
+        let offs = self.offs;
+        for &k in walk.gathered {
+            let o = &chain.operands[k];
+            if walk.across[k] {
+                let mut row = 0;
+                while row < count {
+                    let mut end = row + 1;
+                    while end < count && offs[end * n_ops + k] == offs[(end - 1) * n_ops + k] + 1 {
+                        end += 1;
                     }
-                }
-            }
-            RowStep::Map { kernel, out, args } => {
-                let args = &args[..kernel.inputs()];
-                let whole = chain.per_row[out]
-                    || (dense[out] && args.iter().all(|&a| chain.per_row[a] || dense[a]));
-                if let Kernel::ZipByRow(_, by_row) = kernel {
-                    let [a, b] = [args[0], args[1]];
-                    if !chain.per_row[out] && !chain.per_row[a] && chain.per_row[b] {
-                        // A value per row as the second input, read along its row: the tile
-                        // in one call where its rows are contiguous, else row by row.
-                        let rows = if whole { count } else { 1 };
-                        for row in (0..count).step_by(rows) {
-                            // SAFETY: `rows` rows of `out` and `a` from row `row`, contiguous,
-                            // and their elements of `b`, of the kernel's types.
-                            unsafe { by_row([at(out, row), at(a, row), at(b, row)], rows, width) };
-                        }
-                        continue;
-                    }
-                }
-                if whole {
-                    // Every operand's rows are contiguous (a per-row one's expanded along the
-                    // rows into a splat tile): one call over the tile.
-                    let len = if chain.per_row[out] {
-                        count
-                    } else {
-                        count * width
+                    // SAFETY: rows `row..end` of input `k` start one element apart, each with
+                    // `width` elements along its stride, all elements of the input, as the
+                    // caller promised; the buffer holds them at the pitch (`width <= pitch`),
+                    // this thread's; the input's elements are plain, of a size `plain_size`
+                    // gives.
+                    unsafe {
+                        let (from, along) =
+                            (o.at(offs[row * n_ops + k]), walk.strides[k][rank - 1]);
+                        let (to, pitch) = (self.at(k, row), walk.pitch as isize);
+                        transpose_tile(from, along, 1, to, pitch, o.size, [end - row, width])
                     };
-                    let mut ptrs = [std::ptr::null_mut(); 4];
-                    ptrs[0] = at(out, 0);
-                    for (j, &a) in args.iter().enumerate() {
-                        ptrs[j + 1] = match chain.per_row[a] && !chain.per_row[out] {
-                            false => at(a, 0),
-                            true => {
-                                // SAFETY: the tile's per-row elements of `a` (contiguous in its
-                                // buffer), each repeated along its row of the splat tile, room
-                                // for `count` rows of `width`.
-                                unsafe {
-                                    splat_rows(at(a, 0), splat[j], width, count, z(a) as usize)
-                                };
-                                splat[j]
-                            }
-                        };
-                    }
-                    // SAFETY: `len` elements of each register, of the kernel's types.
-                    unsafe { call(kernel, ptrs, len) };
-                    continue;
+                    row = end;
                 }
-                for row in 0..count {
-                    let mut ptrs = [std::ptr::null_mut(); 4];
-                    ptrs[0] = at(out, row);
-                    for (j, &a) in args.iter().enumerate() {
-                        ptrs[j + 1] = match chain.per_row[a] {
-                            false => at(a, row),
-                            true => {
-                                // SAFETY: the row's element of `a` repeated into a splat row.
-                                unsafe {
-                                    let (from, z) = (at(a, row), z(a));
-                                    copy_strided(from, 0, splat[j], z, width, z as usize)
-                                };
-                                splat[j]
-                            }
-                        };
-                    }
-                    // SAFETY: `width` elements of each operand, of the kernel's types.
-                    unsafe { call(kernel, ptrs, width) };
+                continue;
+            }
+            for row in 0..count {
+                // SAFETY: the offset of an element of input `k`, as the caller promised.
+                let from = unsafe { o.at(offs[row * n_ops + k]) };
+                let (to, z) = (self.at(k, row), self.z(k));
+                match chain.per_row[k] {
+                    // SAFETY: one element of input `k` into its row's slot of the buffer.
+                    true => unsafe { copy_strided(from, 0, to, z, 1, o.size) },
+                    // SAFETY: the row's `width` elements of input `k` along its stride (0: one
+                    // element repeated) into the buffer's row.
+                    false => unsafe {
+                        let s = walk.strides[k][rank - 1] * z;
+                        copy_strided(from, s, to, z, width, o.size)
+                    },
                 }
             }
         }
     }
-    // The outputs kept in buffers, to their places.
-    for &k in copied {
-        let o = &chain.operands[k];
-        for row in 0..count {
-            // SAFETY: output `k`'s elements of this row, this thread's alone; a streamed one's
-            // are contiguous.
-            unsafe {
-                let to = o.at(offs[row * n_ops + k]);
-                match chain.per_row[k] {
-                    true => copy_strided(at(k, row), 0, to, 0, 1, o.size),
-                    false if stream_out[k] => {
-                        stream::copy_streaming(at(k, row), to, width * o.size)
+
+    /// The chain's steps over the tile, the next tile of the inputs read in place asked for a
+    /// part before each.
+    ///
+    /// # Safety
+    /// As [`tile`].
+    unsafe fn steps(&self, splat: [*mut u8; 3]) {
+        let (walk, count, width, dense) = (self.walk, self.count, self.width, &self.dense);
+        let (chain, n) = (walk.chain, walk.n);
+        // The next tile of the inputs read in place whose tile is one piece of memory (a tile
+        // of whole rows that follow one another, or a chunk of one row): it follows this one,
+        // the next unit of the thread's range.
+        let mut ahead: SmallVec<[(*const u8, usize); 4]> = SmallVec::new();
+        if walk.prefetch && (count == 1 || width == n) {
+            let read_in_place =
+                |k: usize| !chain.written[k] && walk.loc[k] == Loc::InPlace && dense[k];
+            for k in (0..chain.operands.len()).filter(|&k| read_in_place(k)) {
+                let bytes = count * width * chain.sizes[k];
+                ahead.push((self.at(k, 0).cast_const().wrapping_add(bytes), bytes));
+            }
+        }
+        let at = |r: usize, row: usize| self.at(r, row);
+        for (j, st) in chain.steps.iter().enumerate() {
+            ask_ahead(&ahead, j, chain.steps.len());
+            match *st {
+                RowStep::Fold {
+                    run,
+                    identity,
+                    out,
+                    src,
+                } => {
+                    // SAFETY: `count` slots of the per-row register, filled with the identity;
+                    // then each row's `n` contiguous elements of `src` (whole rows: a chain with
+                    // folds is not cut in chunks) folded into its slot.
+                    unsafe {
+                        let identity = chain.identities[identity].0;
+                        copy_strided(
+                            identity,
+                            0,
+                            self.buf[out],
+                            self.z(out),
+                            count,
+                            chain.sizes[out],
+                        );
+                        // The tile's rows in one call where they are `pitch` apart, else one by
+                        // one: each row is folded alone either way.
+                        let (rows, step) = if dense[src] {
+                            (count, walk.pitch)
+                        } else {
+                            (1, 0)
+                        };
+                        for row in (0..count).step_by(rows) {
+                            let blk = Block {
+                                n: width,
+                                inner: [0, 1],
+                                rows,
+                                step: [1, step as isize],
+                            };
+                            run(std::ptr::null(), at(out, row), at(src, row), blk);
+                        }
                     }
-                    false => {
-                        let s = strides[k][rank - 1] * z(k);
-                        copy_strided(at(k, row), z(k), to, s, width, o.size)
+                }
+                RowStep::Map { kernel, out, args } => {
+                    let args = &args[..kernel.inputs()];
+                    let whole = chain.per_row[out]
+                        || (dense[out] && args.iter().all(|&a| chain.per_row[a] || dense[a]));
+                    if let Kernel::ZipByRow(_, by_row) = kernel {
+                        let [a, b] = [args[0], args[1]];
+                        if !chain.per_row[out] && !chain.per_row[a] && chain.per_row[b] {
+                            // A value per row as the second input, read along its row: the
+                            // tile in one call where its rows are contiguous, else row by row.
+                            let rows = if whole { count } else { 1 };
+                            for row in (0..count).step_by(rows) {
+                                // SAFETY: `rows` rows of `out` and `a` from row `row`,
+                                // contiguous, and their elements of `b`, of the kernel's types.
+                                unsafe {
+                                    by_row([at(out, row), at(a, row), at(b, row)], rows, width)
+                                };
+                            }
+                            continue;
+                        }
+                    }
+                    // SAFETY: as the caller promised.
+                    unsafe { self.map(kernel, out, args, whole, splat) };
+                }
+            }
+        }
+    }
+
+    /// One map step over the tile: in one call where every operand's rows are contiguous
+    /// (`whole`; a per-row one's expanded along the rows into a splat tile), else row by row.
+    ///
+    /// # Safety
+    /// As [`tile`]; `kernel` of the registers' types.
+    unsafe fn map(
+        &self,
+        kernel: Kernel,
+        out: usize,
+        args: &[usize],
+        whole: bool,
+        splat: [*mut u8; 3],
+    ) {
+        let (chain, count, width) = (self.walk.chain, self.count, self.width);
+        if whole {
+            let len = if chain.per_row[out] {
+                count
+            } else {
+                count * width
+            };
+            let mut ptrs = [std::ptr::null_mut(); 4];
+            ptrs[0] = self.at(out, 0);
+            for (j, &a) in args.iter().enumerate() {
+                ptrs[j + 1] = match chain.per_row[a] && !chain.per_row[out] {
+                    false => self.at(a, 0),
+                    true => {
+                        // SAFETY: the tile's per-row elements of `a` (contiguous in its buffer),
+                        // each repeated along its row of the splat tile, room for `count` rows
+                        // of `width`.
+                        unsafe {
+                            splat_rows(self.at(a, 0), splat[j], width, count, self.z(a) as usize)
+                        };
+                        splat[j]
+                    }
+                };
+            }
+            // SAFETY: `len` elements of each register, of the kernel's types.
+            unsafe { call(kernel, ptrs, len) };
+            return;
+        }
+        for row in 0..count {
+            let mut ptrs = [std::ptr::null_mut(); 4];
+            ptrs[0] = self.at(out, row);
+            for (j, &a) in args.iter().enumerate() {
+                ptrs[j + 1] = match chain.per_row[a] {
+                    false => self.at(a, row),
+                    true => {
+                        // SAFETY: the row's element of `a` repeated into a splat row.
+                        unsafe {
+                            let (from, z) = (self.at(a, row), self.z(a));
+                            copy_strided(from, 0, splat[j], z, width, z as usize)
+                        };
+                        splat[j]
+                    }
+                };
+            }
+            // SAFETY: `width` elements of each operand, of the kernel's types.
+            unsafe { call(kernel, ptrs, width) };
+        }
+    }
+
+    /// The outputs kept in buffers, to their places.
+    ///
+    /// # Safety
+    /// As [`tile`].
+    unsafe fn copy_out(&self) {
+        let walk = self.walk;
+        let (chain, n_ops, rank) = (walk.chain, walk.chain.operands.len(), walk.outer.len() + 1);
+        for &k in walk.copied {
+            let o = &chain.operands[k];
+            for row in 0..self.count {
+                // SAFETY: output `k`'s elements of this row, this thread's alone; a streamed
+                // one's are contiguous.
+                unsafe {
+                    let (from, to) = (self.at(k, row), o.at(self.offs[row * n_ops + k]));
+                    match chain.per_row[k] {
+                        true => copy_strided(from, 0, to, 0, 1, o.size),
+                        false if walk.stream_out[k] => {
+                            stream::copy_streaming(from, to, self.width * o.size)
+                        }
+                        false => {
+                            let s = walk.strides[k][rank - 1] * self.z(k);
+                            copy_strided(from, self.z(k), to, s, self.width, o.size)
+                        }
                     }
                 }
             }

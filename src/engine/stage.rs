@@ -108,7 +108,7 @@ const SLAB_BYTES: usize = 256;
 /// its rows far apart in memory (16 KiB at 4096 f32 columns), so the lines of one column of
 /// tiles fall in a few cache sets: a slab that took one line per source row found the next
 /// line evicted when the next slab came for it. Four lines at once are read as runs, each line
-/// used whole while it is in L1 (`BENCHMARKS.md`, transposed operands).
+/// used whole while it is in L1 (`docs/experiments.md`, transposed operands).
 fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) -> usize {
     let mut widest = 1;
     for (o, &staged) in operands.iter().zip(staged) {

@@ -3,7 +3,7 @@
 //! write stream. A large output, which would not stay in cache for whoever reads it next, is
 //! therefore computed 2 KiB at a time into a buffer in L1 and copied out with non-temporal
 //! stores, which write whole lines without reading them: the same-shape `_into` add moves 3
-//! streams instead of 4 (`BENCHMARKS.md` has the figures that decide where this pays).
+//! streams instead of 4 (`docs/experiments.md` has the figures that decide where this pays).
 
 use std::cell::Cell;
 #[cfg(test)]
@@ -17,7 +17,7 @@ use super::operand::Operand;
 /// The least traffic (bytes streamed by a walk: its output and every input read in full) for
 /// which an output is written with non-temporal stores: half again the last-level cache
 /// ([`super::caches::Caches::stream_min`]). Below it the output may still be in cache when it is next read (or
-/// written), which streaming stores would throw away (`BENCHMARKS.md` has the A/B by size).
+/// written), which streaming stores would throw away (`docs/experiments.md` has the A/B by size).
 fn stream_min_bytes() -> usize {
     caches().stream_min()
 }
@@ -258,7 +258,7 @@ mod x86 {
         32,
         _mm256_loadu_si256,
         _mm256_stream_si256,
-        "32-byte streamed stores: 10-20% faster than 16-byte ones (`BENCHMARKS.md`)."
+        "32-byte streamed stores: 10-20% faster than 16-byte ones (`docs/experiments.md`)."
     );
     streaming_copy!(
         copy_streaming_sse2,

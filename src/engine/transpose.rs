@@ -114,7 +114,7 @@ pub(super) unsafe fn transpose_tile(
 /// `stride` elements apart: 4- and 8-byte elements on a CPU with AVX2, when the offsets of the
 /// 8 (or 4) source rows a gather reads fit its 32-bit indices. The engine stages a transpose
 /// sliced with a step only then: copied one by one, staging gains little over reading it in
-/// place (`BENCHMARKS.md`).
+/// place (`docs/experiments.md`).
 pub(super) fn gathers(size: usize, stride: isize) -> bool {
     #[cfg(target_arch = "x86_64")]
     if (size == 4 || size == 8) && std::arch::is_x86_feature_detected!("avx2") {
@@ -252,7 +252,7 @@ unsafe fn blocks<U: Copy>(
 
 /// Register transposes of 1- and 2-byte elements with SSE2 (part of every x86_64 CPU): an 8x8
 /// block moves with eight 8- or 16-byte loads, three rounds of interleaves and eight stores, a
-/// third to a quarter of the element-by-element copy's time (`BENCHMARKS.md`).
+/// third to a quarter of the element-by-element copy's time (`docs/experiments.md`).
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
     use std::arch::x86_64::*;
@@ -417,7 +417,7 @@ mod avx {
 /// Gathers for stepped sources (chosen at run time, see [`gathers`]): each staged row of 8
 /// 4-byte or 4 8-byte elements, one from each of as many source rows, is one gather and one
 /// store; no shuffles: about a third of the time of reading such a source in place
-/// (`BENCHMARKS.md`).
+/// (`docs/experiments.md`).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::*;

@@ -319,6 +319,9 @@ fn share_temps(
     }
 }
 
+/// Stages in the order they run ([`Program::order_stages`]).
+type Order = Vec<Result<usize, Result<usize, usize>>>;
+
 /// A chain's members written to arrays (`needed`), and the others, each in order.
 fn split_needed(members: &[usize], needed: &[bool]) -> (Vec<usize>, Vec<usize>) {
     let (mut outputs, mut temps) = (Vec::new(), Vec::new());
@@ -384,12 +387,88 @@ impl Program {
                 row_of[m] = Some(r);
             }
         }
-        let mut group_of: Vec<Option<usize>> = vec![None; n];
+        let (order, groups, group_of) = self.order_stages(&row_builds, &row_of)?;
+        // Which members are written to arrays: outputs, and those read outside their group.
+        let mut needed = vec![false; n];
+        for v in &self.outputs {
+            needed[v.index] = true;
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            for v in node.op.operands().into_iter().flatten() {
+                if group_of[v.index].is_some() && group_of[v.index] != group_of[i] {
+                    needed[v.index] = true;
+                }
+                if row_of[v.index].is_some() && row_of[v.index] != row_of[i] {
+                    needed[v.index] = true;
+                }
+            }
+        }
+        let mut stages = Vec::with_capacity(order.len());
+        for stage in order {
+            stages.push(match stage {
+                Ok(i) => Stage::Node(i),
+                Err(Ok(g)) => Stage::Rows(Box::new(self.group(
+                    &groups[g].members,
+                    &groups[g].shape,
+                    &needed,
+                )?)),
+                Err(Err(r)) => Stage::Rows(Box::new(self.rows(&row_builds[r], &needed)?)),
+            });
+        }
+        // Members written straight into the caller's arrays by `run_into`: outputs once, read
+        // by no later stage.
+        let mut reads = Vec::with_capacity(stages.len());
+        for stage in &stages {
+            reads.push(self.stage_reads(stage));
+        }
+        // The program's output slot that holds member `m`, when exactly one slot does.
+        let direct_of = |m: usize| {
+            let mut slots = (0..self.outputs.len()).filter(|&k| self.outputs[k].index == m);
+            let k = slots.next()?;
+            slots.next().is_none().then_some(k)
+        };
+        for stage in &mut stages {
+            if let Stage::Rows(r) = stage {
+                for (k, &m) in r.outputs.iter().enumerate() {
+                    r.direct[k] = direct_of(m);
+                    r.last_use[k] = !reads.iter().any(|read| read.contains(&m));
+                }
+            }
+        }
+        // The last stage that reads each value.
+        let mut last: Vec<Option<usize>> = vec![None; n];
+        for (s, stage) in stages.iter().enumerate() {
+            for v in self.stage_reads(stage) {
+                last[v] = Some(s);
+            }
+        }
+        let mut drops = vec![Vec::new(); stages.len()];
+        for (v, s) in last.iter().enumerate() {
+            if let Some(s) = *s {
+                if !self.outputs.iter().any(|o| o.index == v) {
+                    drops[s].push(v);
+                }
+            }
+        }
+        Ok(Executable {
+            program: self.clone(),
+            stages,
+            drops,
+            scratch: Scratch::default(),
+        })
+    }
+
+    /// The stages in the order they run, each a node (`Ok`), a group of elementwise nodes
+    /// (`Err(Ok(g))`, `g` its index in the groups) or a row chain (`Err(Err(r))`, `r` its index
+    /// in `row_builds`); the groups; and each node's group.
+    fn order_stages(
+        &self,
+        row_builds: &[RowBuild],
+        row_of: &[Option<usize>],
+    ) -> Result<(Order, Vec<Building>, Vec<Option<usize>>)> {
+        let mut group_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
         let mut groups: Vec<Building> = Vec::new();
-        // Stages in order: a node, a group by its index in `groups`, or a row chain by its
-        // index in `row_builds`.
-        let mut order: Vec<Result<usize, Result<usize, usize>>> = Vec::new();
-        type Order = Vec<Result<usize, Result<usize, usize>>>;
+        let mut order: Order = Vec::new();
         let close = |g: usize, groups: &mut Vec<Building>, order: &mut Order| {
             if groups[g].open {
                 groups[g].open = false;
@@ -494,74 +573,7 @@ impl Program {
         for g in 0..groups.len() {
             close(g, &mut groups, &mut order);
         }
-        // Which members are written to arrays: outputs, and those read outside their group.
-        let mut needed = vec![false; n];
-        for v in &self.outputs {
-            needed[v.index] = true;
-        }
-        for (i, node) in self.nodes.iter().enumerate() {
-            for v in node.op.operands().into_iter().flatten() {
-                if group_of[v.index].is_some() && group_of[v.index] != group_of[i] {
-                    needed[v.index] = true;
-                }
-                if row_of[v.index].is_some() && row_of[v.index] != row_of[i] {
-                    needed[v.index] = true;
-                }
-            }
-        }
-        let mut stages = Vec::with_capacity(order.len());
-        for stage in order {
-            stages.push(match stage {
-                Ok(i) => Stage::Node(i),
-                Err(Ok(g)) => Stage::Rows(Box::new(self.group(
-                    &groups[g].members,
-                    &groups[g].shape,
-                    &needed,
-                )?)),
-                Err(Err(r)) => Stage::Rows(Box::new(self.rows(&row_builds[r], &needed)?)),
-            });
-        }
-        // Members written straight into the caller's arrays by `run_into`: outputs once, read
-        // by no later stage.
-        let mut reads = Vec::with_capacity(stages.len());
-        for stage in &stages {
-            reads.push(self.stage_reads(stage));
-        }
-        // The program's output slot that holds member `m`, when exactly one slot does.
-        let direct_of = |m: usize| {
-            let mut slots = (0..self.outputs.len()).filter(|&k| self.outputs[k].index == m);
-            let k = slots.next()?;
-            slots.next().is_none().then_some(k)
-        };
-        for stage in &mut stages {
-            if let Stage::Rows(r) = stage {
-                for (k, &m) in r.outputs.iter().enumerate() {
-                    r.direct[k] = direct_of(m);
-                    r.last_use[k] = !reads.iter().any(|read| read.contains(&m));
-                }
-            }
-        }
-        // The last stage that reads each value.
-        let mut last: Vec<Option<usize>> = vec![None; n];
-        for (s, stage) in stages.iter().enumerate() {
-            for v in self.stage_reads(stage) {
-                last[v] = Some(s);
-            }
-        }
-        let mut drops = vec![Vec::new(); stages.len()];
-        for (v, s) in last.iter().enumerate() {
-            if let Some(s) = *s {
-                if !self.outputs.iter().any(|o| o.index == v) {
-                    drops[s].push(v);
-                }
-            }
-        }
-        Ok(Executable {
-            program: self.clone(),
-            stages,
-            drops,
-            scratch: Scratch::default(),
-        })
+        Ok((order, groups, group_of))
     }
 
     /// The values a stage reads from outside it.
@@ -672,8 +684,8 @@ impl Program {
         // A chain over leading dims pays where a value it folds is read back along its rows
         // (a softmax, a batch norm): then what the folds read never reaches memory. A
         // reduction whose value only leaves its chain (a bias gradient) runs as before, after
-        // the group of its operand (`BENCHMARKS.md`, "Column chains"); the chains are gathered
-        // again without it, so that the nodes it took join the chains they would have.
+        // the group of its operand (`docs/experiments.md`, "Column chains"); the chains are
+        // gathered again without it, so that the nodes it took join the chains they would have.
         let mut left_out = vec![false; self.nodes.len()];
         loop {
             let chains = self.row_chains_but(&left_out);
@@ -1211,6 +1223,36 @@ impl Executable {
         Ok(())
     }
 
+    /// Each member's layout in `Program::run` (from its operands' layouts), `strides` giving
+    /// those of the values before the chain.
+    fn run_layouts<'v>(&self, r: &Rows, strides: &dyn Fn(usize) -> &'v [isize]) -> Vec<Strides> {
+        let program = &self.program;
+        let mut layout: Vec<Strides> = Vec::with_capacity(r.members.len());
+        for (k, &i) in r.members.iter().enumerate() {
+            let node = &program.nodes[i];
+            let mut placed: Vec<Strides> = Vec::new();
+            match node.op {
+                Op::Reduce { .. } => placed.push(smallvec::smallvec![0; node.shape.len()]),
+                _ => {
+                    for (v, dims) in &r.reads[k] {
+                        let own = match r.members.iter().position(|&m| m == v.index) {
+                            Some(j) => layout[j].clone(),
+                            None => Strides::from_slice(strides(v.index)),
+                        };
+                        let shape = &program.nodes[v.index].shape;
+                        placed.push(crate::view::place_strides(shape, &own, &node.shape, dims));
+                    }
+                }
+            }
+            let mut placed_refs: Vec<&[isize]> = Vec::with_capacity(placed.len());
+            for s in &placed {
+                placed_refs.push(s);
+            }
+            layout.push(crate::engine::strides_like(&node.shape, &placed_refs));
+        }
+        layout
+    }
+
     /// Runs row chain `r`: a tile of rows at a time when each of its reductions reads rows that
     /// `Program::run` would find contiguous in memory (so that they fold in its order), else
     /// node by node as `Program::run` does. Its outputs in `direct` are written there.
@@ -1227,30 +1269,7 @@ impl Executable {
         let rank = r.shape.len();
         let n = r.shape.last().copied().unwrap_or(1);
         let value = |v: usize| values[v].as_ref().expect("values are made in order");
-        // Each member's layout in `Program::run` (from its operands' layouts).
-        let mut layout: Vec<Strides> = Vec::with_capacity(r.members.len());
-        for (k, &i) in r.members.iter().enumerate() {
-            let node = &program.nodes[i];
-            let mut placed: Vec<Strides> = Vec::new();
-            match node.op {
-                Op::Reduce { .. } => placed.push(smallvec::smallvec![0; node.shape.len()]),
-                _ => {
-                    for (v, dims) in &r.reads[k] {
-                        let own = match r.members.iter().position(|&m| m == v.index) {
-                            Some(j) => layout[j].clone(),
-                            None => Strides::from_slice(value(v.index).strides()),
-                        };
-                        let shape = &program.nodes[v.index].shape;
-                        placed.push(crate::view::place_strides(shape, &own, &node.shape, dims));
-                    }
-                }
-            }
-            let mut placed_refs: Vec<&[isize]> = Vec::with_capacity(placed.len());
-            for s in &placed {
-                placed_refs.push(s);
-            }
-            layout.push(crate::engine::strides_like(&node.shape, &placed_refs));
-        }
+        let layout = self.run_layouts(r, &|v| value(v).strides());
         let laid = |v: usize| match r.members.iter().position(|&m| m == v) {
             Some(j) => &layout[j][..],
             None => value(v).strides(),
@@ -1344,63 +1363,7 @@ impl Executable {
                     },
                 });
             }
-            let mut written = vec![false; r.inputs.len()];
-            written.resize(operands.len(), true);
-            let mut final_output = vec![false; r.inputs.len()];
-            final_output.extend_from_slice(&r.last_use);
-            let mut identities = Vec::with_capacity(r.identities.len());
-            for t in &r.identities {
-                identities.push(crate::engine::Shared(t.first_element().cast_mut()));
-            }
-            let one = match &r.steps[..] {
-                [RowStep::Map { kernel, out, args }] if r.outputs.len() == 1 => {
-                    (*out == r.inputs.len()).then_some((*kernel, *args))
-                }
-                _ => None,
-            };
-            if let Some((kernel, args)) = one {
-                // One op: the engine's walk of its kernel, as the op called directly takes (no
-                // chunks to stage through).
-                let out = operands.pop().expect("the step's output");
-                let mut inputs: Vec<&Operand<'_>> = Vec::with_capacity(3);
-                for &a in &args[..kernel.inputs()] {
-                    inputs.push(&operands[a]);
-                }
-                let slot = SlotInfo {
-                    size: r.sizes[r.inputs.len()],
-                    needs_drop: false,
-                    plain: true,
-                };
-                // SAFETY: the kernel was chosen for its operands' types (`Program::group`),
-                // plain numbers; its output is the chain's one member, a fresh array or the
-                // caller's (borrowed mutably, distinct from the inputs) of the chain's shape;
-                // the inputs are placed at it.
-                unsafe { table::write(out, slot, kernel, &inputs, allocated) };
-            } else {
-                let chain = rows::RowChain {
-                    operands: &operands,
-                    written: &written,
-                    final_output: &final_output,
-                    per_row: &r.per_row,
-                    sizes: &r.sizes,
-                    steps: &r.steps,
-                    identities: &identities,
-                };
-                match r.folded {
-                    // SAFETY: the kernels and folds were chosen for their registers' types
-                    // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor
-                    // of its type; each step reads inputs or earlier steps' registers and each
-                    // member is written by its one step; the outputs are fresh arrays or the
-                    // caller's (borrowed mutably, distinct from the inputs) of their members'
-                    // shapes; the inputs are placed at the chain's shape or, per row, at its
-                    // outer shape; a chain with folds has no dim of size 0, one without at most
-                    // `MAX_OPERANDS` operands (`Program::compile` bounds its groups).
-                    Folded::Last => unsafe { rows::run(&r.shape, &chain) }?,
-                    // SAFETY: as above, the per-row registers being per column (at the trailing
-                    // dims), none sharing another's buffer (`Program::rows`); `fits` held.
-                    Folded::Leading(k) => unsafe { columns::run(&r.shape, k, &chain) }?,
-                }
-            }
+            Self::run_chain(r, operands, allocated)?;
         }
         for (m, t) in fresh {
             let t = match t {
@@ -1415,6 +1378,70 @@ impl Executable {
                 let stand_in = stand_in(program.nodes[m].ty);
                 values[m] = Some(Held::Owned(std::mem::replace(&mut direct[d], stand_in)));
                 lent.push((d, m));
+            }
+        }
+        Ok(())
+    }
+
+    /// Row chain `r` over its placed `operands` (its inputs, then its outputs' arrays;
+    /// `allocated` where any is fresh): one op as the engine's walk of its kernel, else the row
+    /// or column executor.
+    fn run_chain(r: &Rows, mut operands: Vec<Operand<'_>>, allocated: bool) -> Result<()> {
+        let mut written = vec![false; r.inputs.len()];
+        written.resize(operands.len(), true);
+        let mut final_output = vec![false; r.inputs.len()];
+        final_output.extend_from_slice(&r.last_use);
+        let mut identities = Vec::with_capacity(r.identities.len());
+        for t in &r.identities {
+            identities.push(crate::engine::Shared(t.first_element().cast_mut()));
+        }
+        let one = match &r.steps[..] {
+            [RowStep::Map { kernel, out, args }] if r.outputs.len() == 1 => {
+                (*out == r.inputs.len()).then_some((*kernel, *args))
+            }
+            _ => None,
+        };
+        if let Some((kernel, args)) = one {
+            // One op: the engine's walk of its kernel, as the op called directly takes (no
+            // chunks to stage through).
+            let out = operands.pop().expect("the step's output");
+            let mut inputs: Vec<&Operand<'_>> = Vec::with_capacity(3);
+            for &a in &args[..kernel.inputs()] {
+                inputs.push(&operands[a]);
+            }
+            let slot = SlotInfo {
+                size: r.sizes[r.inputs.len()],
+                needs_drop: false,
+                plain: true,
+            };
+            // SAFETY: the kernel was chosen for its operands' types (`Program::group`),
+            // plain numbers; its output is the chain's one member, a fresh array or the
+            // caller's (borrowed mutably, distinct from the inputs) of the chain's shape;
+            // the inputs are placed at it.
+            unsafe { table::write(out, slot, kernel, &inputs, allocated) };
+        } else {
+            let chain = rows::RowChain {
+                operands: &operands,
+                written: &written,
+                final_output: &final_output,
+                per_row: &r.per_row,
+                sizes: &r.sizes,
+                steps: &r.steps,
+                identities: &identities,
+            };
+            match r.folded {
+                // SAFETY: the kernels and folds were chosen for their registers' types
+                // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor
+                // of its type; each step reads inputs or earlier steps' registers and each
+                // member is written by its one step; the outputs are fresh arrays or the
+                // caller's (borrowed mutably, distinct from the inputs) of their members'
+                // shapes; the inputs are placed at the chain's shape or, per row, at its
+                // outer shape; a chain with folds has no dim of size 0, one without at most
+                // `MAX_OPERANDS` operands (`Program::compile` bounds its groups).
+                Folded::Last => unsafe { rows::run(&r.shape, &chain) }?,
+                // SAFETY: as above, the per-row registers being per column (at the trailing
+                // dims), none sharing another's buffer (`Program::rows`); `fits` held.
+                Folded::Leading(k) => unsafe { columns::run(&r.shape, k, &chain) }?,
             }
         }
         Ok(())

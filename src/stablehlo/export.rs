@@ -39,166 +39,11 @@ impl Program {
             result_decls.push(format!("{}{sharding}", ty(v)));
             results.push(ty(v));
         }
-        let mut body = String::new();
-        let mut next = 0usize;
-        let mut fresh = |body: &mut String, line: String| -> String {
-            let name = format!("%{next}");
-            next += 1;
-            let _ = writeln!(body, "    {name} = {line}");
-            name
-        };
+        let mut text = Text::default();
         for (i, node) in self.nodes.iter().enumerate() {
-            let out_ty = tensor_type(&node.shape, node.ty);
-            // An operand placed at this node's shape: as it is, or through a broadcast_in_dim.
-            let mut placed = |body: &mut String, v: Value, dims: &[usize]| -> String {
-                let from = self.node(v);
-                if from.shape == node.shape && dims.iter().copied().eq(0..dims.len()) {
-                    return names[v.index].clone();
-                }
-                let to = tensor_type(&node.shape, from.ty);
-                fresh(
-                    body,
-                    format!(
-                        "stablehlo.broadcast_in_dim {}, dims = {:?} : ({}) -> {to}",
-                        names[v.index],
-                        dims,
-                        tensor_type(&from.shape, from.ty)
-                    ),
-                )
-            };
-            let name = match &node.op {
-                Op::Parameter => continue,
-                Op::Constant(t) => {
-                    let literal = t.visit_literal();
-                    fresh(
-                        &mut body,
-                        format!("stablehlo.constant dense<{literal}> : {out_ty}"),
-                    )
-                }
-                Op::BroadcastInDim { x, dims } => {
-                    let (from, src) = (self.node(*x), names[x.index].clone());
-                    fresh(
-                        &mut body,
-                        format!(
-                            "stablehlo.broadcast_in_dim {src}, dims = {dims:?} : ({}) -> {out_ty}",
-                            tensor_type(&from.shape, from.ty)
-                        ),
-                    )
-                }
-                Op::Binary {
-                    op,
-                    lhs,
-                    rhs,
-                    place: [l, r],
-                } => {
-                    let (a, b) = (placed(&mut body, *lhs, l), placed(&mut body, *rhs, r));
-                    fresh(
-                        &mut body,
-                        format!("stablehlo.{} {a}, {b} : {out_ty}", op.names().1),
-                    )
-                }
-                Op::Compare {
-                    dir,
-                    lhs,
-                    rhs,
-                    place: [l, r],
-                } => {
-                    let (a, b) = (placed(&mut body, *lhs, l), placed(&mut body, *rhs, r));
-                    let in_ty = tensor_type(&node.shape, self.node(*lhs).ty);
-                    let kind = match self.node(*lhs).ty.kind {
-                        Kind::Float | Kind::Complex => "FLOAT",
-                        Kind::Signed => "SIGNED",
-                        Kind::Pred | Kind::Unsigned => "UNSIGNED",
-                    };
-                    fresh(
-                        &mut body,
-                        format!(
-                            "stablehlo.compare  {}, {a}, {b},  {kind} : ({in_ty}, {in_ty}) -> {out_ty}",
-                            dir.names().1
-                        ),
-                    )
-                }
-                Op::Select {
-                    pred,
-                    on_true,
-                    on_false,
-                } => {
-                    let id = |v: Value| (0..self.node(v).shape.len()).collect::<Vec<usize>>();
-                    let p = placed(&mut body, *pred, &id(*pred));
-                    let t = placed(&mut body, *on_true, &id(*on_true));
-                    let f = placed(&mut body, *on_false, &id(*on_false));
-                    let p_ty = tensor_type(&node.shape, bool::TYPE);
-                    fresh(
-                        &mut body,
-                        format!("stablehlo.select {p}, {t}, {f} : ({p_ty}, {out_ty}, {out_ty}) -> {out_ty}"),
-                    )
-                }
-                Op::Clamp { min, x, max } => {
-                    let bound = |v: Value| {
-                        let n = self.node(v);
-                        (names[v.index].clone(), tensor_type(&n.shape, n.ty))
-                    };
-                    let ((lo, lo_ty), (v, v_ty), (hi, hi_ty)) =
-                        (bound(*min), bound(*x), bound(*max));
-                    fresh(
-                        &mut body,
-                        format!("stablehlo.clamp {lo}, {v}, {hi} : ({lo_ty}, {v_ty}, {hi_ty}) -> {out_ty}"),
-                    )
-                }
-                Op::ReduceInDim { x, dims } => {
-                    self.emit_reduce(&mut body, &mut fresh, node, *x, dims, &names)
-                }
-                Op::Unary { op, x } => {
-                    let src = self.node(*x);
-                    let in_ty = tensor_type(&src.shape, src.ty);
-                    let types = match in_ty == out_ty {
-                        true => out_ty,
-                        false => format!("({in_ty}) -> {out_ty}"),
-                    };
-                    fresh(
-                        &mut body,
-                        format!("stablehlo.{} {} : {types}", op.names().1, names[x.index]),
-                    )
-                }
-                Op::Convert { x } => {
-                    let in_ty = tensor_type(&self.node(*x).shape, self.node(*x).ty);
-                    fresh(
-                        &mut body,
-                        format!(
-                            "stablehlo.convert {} : ({in_ty}) -> {out_ty}",
-                            names[x.index]
-                        ),
-                    )
-                }
-                Op::Reduce { op, x, axes } => {
-                    let src = self.node(*x);
-                    // The identity of the reduction for this type, as a literal of it.
-                    let literal =
-                        Tensor::identity(src.ty, *op).map_or(String::new(), |t| t.visit_literal());
-                    let scalar = tensor_type(&[], node.ty);
-                    let init = fresh(
-                        &mut body,
-                        format!("stablehlo.constant dense<{literal}> : {scalar}"),
-                    );
-                    let (_, region, pred) = op.names();
-                    let region = if node.ty.kind == Kind::Pred {
-                        pred
-                    } else {
-                        region
-                    };
-                    let mut dims = axes.clone();
-                    dims.sort_unstable();
-                    fresh(
-                        &mut body,
-                        format!(
-                            "stablehlo.reduce({} init: {init}) applies stablehlo.{region} across dimensions = {dims:?} : ({}, {scalar}) -> {out_ty}",
-                            names[x.index],
-                            tensor_type(&src.shape, src.ty)
-                        ),
-                    )
-                }
-            };
-            names[i] = name;
+            if let Some(name) = self.emit(&mut text, node, &names) {
+                names[i] = name;
+            }
         }
         let mut returned = Vec::with_capacity(self.outputs.len());
         for v in &self.outputs {
@@ -213,34 +58,143 @@ impl Program {
             _ => String::new(),
         };
         format!(
-            "module @{}{attributes} {{\n  func.func public @main({}) -> ({}) {{\n{body}    return {} : {}\n  }}\n}}\n",
+            "module @{}{attributes} {{\n  func.func public @main({}) -> ({}) {{\n{}    return {} : {}\n  }}\n}}\n",
             self.name,
             args.join(", "),
             result_decls.join(", "),
+            text.body,
             returned.join(", "),
             results.join(", ")
         )
     }
 
-    /// A sum of `x` over the dims that fold, then a reshape (back the operand's size-1 dims)
-    /// and a transpose (back its order) to the operand's shape.
+    /// `node`'s lines, each value named by [`Text::line`]; the name of its result (`None` for
+    /// a parameter, which is named already). `names` holds every earlier node's.
+    fn emit(&self, t: &mut Text, node: &Node, names: &[String]) -> Option<String> {
+        let out_ty = tensor_type(&node.shape, node.ty);
+        // An operand placed at this node's shape: as it is, or through a broadcast_in_dim.
+        let placed = |t: &mut Text, v: Value, dims: &[usize]| -> String {
+            let from = self.node(v);
+            if from.shape == node.shape && dims.iter().copied().eq(0..dims.len()) {
+                return names[v.index].clone();
+            }
+            let to = tensor_type(&node.shape, from.ty);
+            let from_ty = tensor_type(&from.shape, from.ty);
+            let src = &names[v.index];
+            t.line(format!(
+                "stablehlo.broadcast_in_dim {src}, dims = {dims:?} : ({from_ty}) -> {to}"
+            ))
+        };
+        let typed = |v: Value| {
+            (
+                &names[v.index],
+                tensor_type(&self.node(v).shape, self.node(v).ty),
+            )
+        };
+        let line = match &node.op {
+            Op::Parameter => return None,
+            Op::Constant(t) => {
+                format!("stablehlo.constant dense<{}> : {out_ty}", t.visit_literal())
+            }
+            Op::BroadcastInDim { x, dims } => {
+                let (src, from_ty) = typed(*x);
+                format!(
+                    "stablehlo.broadcast_in_dim {src}, dims = {dims:?} : ({from_ty}) -> {out_ty}"
+                )
+            }
+            Op::Binary {
+                op,
+                lhs,
+                rhs,
+                place: [l, r],
+            } => {
+                let (a, b) = (placed(t, *lhs, l), placed(t, *rhs, r));
+                format!("stablehlo.{} {a}, {b} : {out_ty}", op.names().1)
+            }
+            Op::Compare {
+                dir,
+                lhs,
+                rhs,
+                place: [l, r],
+            } => {
+                let (a, b) = (placed(t, *lhs, l), placed(t, *rhs, r));
+                let in_ty = tensor_type(&node.shape, self.node(*lhs).ty);
+                let kind = match self.node(*lhs).ty.kind {
+                    Kind::Float | Kind::Complex => "FLOAT",
+                    Kind::Signed => "SIGNED",
+                    Kind::Pred | Kind::Unsigned => "UNSIGNED",
+                };
+                let dir = dir.names().1;
+                format!(
+                    "stablehlo.compare  {dir}, {a}, {b},  {kind} : ({in_ty}, {in_ty}) -> {out_ty}"
+                )
+            }
+            Op::Select {
+                pred,
+                on_true,
+                on_false,
+            } => {
+                let id = |v: Value| (0..self.node(v).shape.len()).collect::<Vec<usize>>();
+                let p = placed(t, *pred, &id(*pred));
+                let on_t = placed(t, *on_true, &id(*on_true));
+                let on_f = placed(t, *on_false, &id(*on_false));
+                let p_ty = tensor_type(&node.shape, bool::TYPE);
+                format!("stablehlo.select {p}, {on_t}, {on_f} : ({p_ty}, {out_ty}, {out_ty}) -> {out_ty}")
+            }
+            Op::Clamp { min, x, max } => {
+                let ((lo, lo_ty), (v, v_ty), (hi, hi_ty)) = (typed(*min), typed(*x), typed(*max));
+                format!("stablehlo.clamp {lo}, {v}, {hi} : ({lo_ty}, {v_ty}, {hi_ty}) -> {out_ty}")
+            }
+            Op::ReduceInDim { x, dims } => return Some(self.emit_reduce(t, node, *x, dims, names)),
+            Op::Unary { op, x } => {
+                let (src, in_ty) = typed(*x);
+                let types = match in_ty == out_ty {
+                    true => out_ty,
+                    false => format!("({in_ty}) -> {out_ty}"),
+                };
+                format!("stablehlo.{} {src} : {types}", op.names().1)
+            }
+            Op::Convert { x } => {
+                let (src, in_ty) = typed(*x);
+                format!("stablehlo.convert {src} : ({in_ty}) -> {out_ty}")
+            }
+            Op::Reduce { op, x, axes } => {
+                // The identity of the reduction for this type, as a literal of it.
+                let src = self.node(*x);
+                let literal =
+                    Tensor::identity(src.ty, *op).map_or(String::new(), |t| t.visit_literal());
+                let (_, region, pred) = op.names();
+                let region = if node.ty.kind == Kind::Pred {
+                    pred
+                } else {
+                    region
+                };
+                let mut dims = axes.clone();
+                dims.sort_unstable();
+                t.reduce(typed(*x), &literal, region, &dims, node.ty, &out_ty)
+            }
+        };
+        Some(t.line(line))
+    }
+
+    /// `reduce_in_dim` (the adjoint of `broadcast_in_dim`): a sum over the dims that fold, then
+    /// a reshape and a transpose into `node`'s shape where its dims come in another order.
     fn emit_reduce(
         &self,
-        body: &mut String,
-        fresh: &mut impl FnMut(&mut String, String) -> String,
+        t: &mut Text,
         node: &Node,
         x: Value,
         dims: &[usize],
         names: &[String],
     ) -> String {
         let src = self.node(x);
-        let operand = &node.shape;
+        let shape = &node.shape;
         // Output dims that fold: not mapped, or mapped from a size-1 operand dim.
         let (mut folds, mut kept) = (Vec::new(), Vec::new());
         for d in 0..src.shape.len() {
             let folded = match dims.iter().position(|&m| m == d) {
                 None => true,
-                Some(i) => operand[i] != src.shape[d],
+                Some(i) => shape[i] != src.shape[d],
             };
             match folded {
                 true => folds.push(d),
@@ -253,22 +207,16 @@ impl Program {
             Kind::Float => "0.000000e+00".to_string(),
             Kind::Complex => "(0.000000e+00,0.000000e+00)".to_string(),
         };
-        let scalar = tensor_type(&[], node.ty);
-        let init = fresh(body, format!("stablehlo.constant dense<{zero}> : {scalar}"));
         let reduced_ty = tensor_type(&kept, node.ty);
         let add = if node.ty.kind == Kind::Pred {
             "or"
         } else {
             "add"
         };
-        let mut cur = fresh(
-            body,
-            format!(
-                "stablehlo.reduce({} init: {init}) applies stablehlo.{add} across dimensions = {folds:?} : ({}, {scalar}) -> {reduced_ty}",
-                names[x.index],
-                tensor_type(&src.shape, src.ty)
-            ),
-        );
+        let operand = (&names[x.index], tensor_type(&src.shape, src.ty));
+        let line = t.reduce(operand, &zero, add, &folds, node.ty, &reduced_ty);
+        let mut cur = t.line(line);
+        let operand = &node.shape;
         // The operand's dims in the order they sit in the output, then back to its own order.
         // (Sorted as keys `dims[i] * len + i`, so that the crate compiles one sort of indices.)
         let len = operand.len();
@@ -284,14 +232,11 @@ impl Program {
         }
         let mut cur_shape = kept;
         if cur_shape != sorted {
-            let to = tensor_type(&sorted, node.ty);
-            cur = fresh(
-                body,
-                format!(
-                    "stablehlo.reshape {cur} : ({}) -> {to}",
-                    tensor_type(&cur_shape, node.ty)
-                ),
+            let (from, to) = (
+                tensor_type(&cur_shape, node.ty),
+                tensor_type(&sorted, node.ty),
             );
+            cur = t.line(format!("stablehlo.reshape {cur} : ({from}) -> {to}"));
             cur_shape = sorted;
         }
         // Where each of the operand's dims sits in `order`.
@@ -300,16 +245,50 @@ impl Program {
             perm[i] = at;
         }
         if !perm.iter().enumerate().all(|(k, &p)| p == k) {
-            cur = fresh(
-                body,
-                format!(
-                    "stablehlo.transpose {cur}, dims = {perm:?} : ({}) -> {}",
-                    tensor_type(&cur_shape, node.ty),
-                    tensor_type(operand, node.ty)
-                ),
+            let (from, to) = (
+                tensor_type(&cur_shape, node.ty),
+                tensor_type(operand, node.ty),
             );
+            cur = t.line(format!(
+                "stablehlo.transpose {cur}, dims = {perm:?} : ({from}) -> {to}"
+            ));
         }
         cur
+    }
+}
+
+/// A function body as it is printed: its lines, and the number of the next value.
+#[derive(Default)]
+struct Text {
+    body: String,
+    next: usize,
+}
+
+impl Text {
+    /// `line` as the next value, `%N = line`; its name `%N`.
+    fn line(&mut self, line: String) -> String {
+        let name = format!("%{}", self.next);
+        self.next += 1;
+        let _ = writeln!(self.body, "    {name} = {line}");
+        name
+    }
+
+    /// A `stablehlo.reduce` of `operand` (its name and type) over `dims` by `region` from the
+    /// scalar `identity` (written as the next value), into `out_ty`: the reduce's line.
+    fn reduce(
+        &mut self,
+        (src, src_ty): (&String, String),
+        identity: &str,
+        region: &str,
+        dims: &[usize],
+        ty: ElementType,
+        out_ty: &str,
+    ) -> String {
+        let scalar = tensor_type(&[], ty);
+        let init = self.line(format!("stablehlo.constant dense<{identity}> : {scalar}"));
+        format!(
+            "stablehlo.reduce({src} init: {init}) applies stablehlo.{region} across dimensions = {dims:?} : ({src_ty}, {scalar}) -> {out_ty}"
+        )
     }
 }
 
