@@ -5,7 +5,7 @@
 
 use ndarray::{Array, ArrayRef, DimMax, Dimension, IxDyn};
 
-use crate::engine::{self, Fresh, Map, Seen, Src, Zip};
+use crate::engine::{self, Fresh, Map, Src, Zip};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_shape, elementwise, higher, same_dims, Dims};
 
@@ -22,7 +22,7 @@ use crate::shape::{binary_shape, elementwise, higher, same_dims, Dims};
 /// ```
 pub type DimMaxOf<D, E> = <D as DimMax<E>>::Output;
 
-/// Both operands of a binary op seen at its output shape, and how they were placed there. The
+/// Both operands of a binary op seen at its output shape. The
 /// rule's two simplest cases skip it: operands at their own shapes, and a scalar with an
 /// operand at its own shape ([`own`]); otherwise XLA's rule decides the shape (kept in `out`)
 /// and each operand's placement.
@@ -33,12 +33,12 @@ fn operands<'o, A, B, D: Dimension, E: Dimension>(
     rhs: &'o ArrayRef<B, E>,
     dims: &[usize],
     out: &'o mut Dims,
-) -> Result<(Src<'o, A>, Src<'o, B>, Seen)> {
+) -> Result<(Src<'o, A>, Src<'o, B>)> {
     if let Some(r) = own(rhs, lhs.shape(), dims) {
-        return Ok((Src::of(lhs), r, Seen::Own));
+        return Ok((Src::of(lhs), r));
     }
     if let Some(l) = own(lhs, rhs.shape(), dims) {
-        return Ok((l, Src::of(rhs), Seen::Own));
+        return Ok((l, Src::of(rhs)));
     }
     let grown = binary_shape(op, lhs.shape(), rhs.shape(), dims, out)?;
     // Unless the higher-rank operand broadcasts, its own shape is the output's: seen at it,
@@ -47,11 +47,7 @@ fn operands<'o, A, B, D: Dimension, E: Dimension>(
         false => higher(lhs.shape(), rhs.shape()),
         true => out,
     };
-    Ok((
-        place(op, lhs, shape, dims)?,
-        place(op, rhs, shape, dims)?,
-        Seen::Placed,
-    ))
+    Ok((place(op, lhs, shape, dims)?, place(op, rhs, shape, dims)?))
 }
 
 /// `a` read beside an operand at its own `shape` without the rule: at `a`'s own shape when it
@@ -155,7 +151,7 @@ where
     E: Dimension,
 {
     let mut shape = Dims::new();
-    let (l, r, _) = operands(op, lhs, rhs, dims, &mut shape)?;
+    let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
     engine::collect(
         op,
         out_dim(op, l.shape())?,
@@ -201,9 +197,9 @@ where
     O: Dimension,
 {
     let mut shape = Dims::new();
-    let (l, r, seen) = operands(op, lhs, rhs, dims, &mut shape)?;
+    let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
     check_out(op, l.shape(), out.shape())?;
-    engine::into(out, &Zip::new(&f, &l, &r), seen);
+    engine::into(out, &Zip::new(&f, &l, &r));
     Ok(())
 }
 
@@ -224,7 +220,7 @@ where
     // Seen at a copy of the shape: `lhs` is borrowed to be written.
     let own_shape = Dims::from_slice(lhs.shape());
     if let Some(r) = own(rhs, &own_shape, dims) {
-        engine::assign(lhs, &r, &f, Seen::Own);
+        engine::assign(lhs, &r, &f);
         return Ok(());
     }
     let mut shape = Dims::new();
@@ -232,7 +228,7 @@ where
         shape = Dims::from_slice(higher(lhs.shape(), rhs.shape()));
     }
     check_out(op, &shape, lhs.shape())?;
-    engine::assign(lhs, &place(op, rhs, &shape, dims)?, &f, Seen::Placed);
+    engine::assign(lhs, &place(op, rhs, &shape, dims)?, &f);
     Ok(())
 }
 

@@ -51,11 +51,17 @@
 mod op_table;
 
 pub mod element;
+#[cfg(feature = "stablehlo")]
+mod elementwise;
 mod engine;
 pub mod error;
 mod front;
 pub mod index;
 pub mod layout;
+/// The vectorisable transcendental functions (programs' unary ops today; public with the eager
+/// unary ops).
+#[cfg(feature = "stablehlo")]
+mod math;
 pub mod numpy;
 pub mod ops;
 pub mod paddle;

@@ -606,12 +606,11 @@ fn flipped_transposes_are_staged() {
 }
 
 /// A transpose sliced with a step down its rows (`a.t().slice(s![..;2, ..])`: a large stride
-/// across the rows, a step of 2 down them) is staged through gathers where the CPU has them
-/// (4- and 8-byte elements), forwards and backwards, in small walks, in thin strips and in the
-/// tiles a transposed partner asks for; other widths are read in place. Either way every
-/// element is right.
+/// across the rows, a step of 2 down them) is read in place (staging copies only steps of 1 or
+/// -1), forwards and backwards, in small walks, in thin strips and beside a transposed partner
+/// that is staged: every element is right.
 #[test]
-fn stepped_transposes_are_staged() {
+fn stepped_transposes_are_right() {
     fn check<T>(m: usize, n: usize, step: isize, f: impl Fn(usize) -> T)
     where
         T: xla_bcast::XlaNumber + std::ops::Add<Output = T> + std::ops::Sub<Output = T>,
@@ -986,7 +985,7 @@ fn outputs_at_every_alignment() {
     }
 }
 
-/// Zero-sized results of walks large enough to stream (48 MiB read or more): nothing to
+/// Zero-sized results of large walks (48 MiB read or more, split over threads): nothing to
 /// write, never a division by the output's zero bytes.
 #[test]
 fn zero_sized_results_of_large_walks() {

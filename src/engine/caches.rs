@@ -67,61 +67,15 @@ fn parse_size(text: &str) -> Option<usize> {
 }
 
 impl Caches {
-    /// The traffic from which a walk's outputs go past the cache with non-temporal stores:
-    /// half again the last level, so that what is written next is not what was just written.
-    pub fn stream_min(self) -> usize {
-        self.l3 + self.l3 / 2
-    }
-
-    /// The traffic from which a chain asks for its next tile ahead: more than a core's caches
-    /// hold, so its inputs come from memory.
-    #[cfg(feature = "stablehlo")]
-    pub fn prefetch_min(self) -> usize {
-        4 * self.l2
-    }
-
     /// A row chain's tile: rows taken together until the widest register holds half an L1.
-    #[cfg(feature = "stablehlo")]
     pub fn row_tile(self) -> usize {
         self.l1 / 2
     }
 
     /// A chain's chunk of one row: an eighth of an L1 per register, so that a chain of a
     /// few registers keeps them all in L1.
-    #[cfg(feature = "stablehlo")]
     pub fn chunk(self) -> usize {
         self.l1 / 8
-    }
-
-    /// A chain's tile that reads an input across its rows: an L1 of the widest register.
-    #[cfg(feature = "stablehlo")]
-    pub fn across_tile(self) -> usize {
-        self.l1
-    }
-
-    /// A column chain's band of rows: an L1 of the widest full register.
-    #[cfg(feature = "stablehlo")]
-    pub fn band(self) -> usize {
-        self.l1
-    }
-
-    /// A column chain's row in a band: longer rows are cut in pieces of half an L1.
-    #[cfg(feature = "stablehlo")]
-    pub fn band_row(self) -> usize {
-        self.l1 / 2
-    }
-
-    /// A column chain's tile of every row: an L2 of the widest full register.
-    #[cfg(feature = "stablehlo")]
-    pub fn column_tile(self) -> usize {
-        self.l2
-    }
-
-    /// The traffic from which a column chain that keeps a register in its output sweeps its
-    /// rows: more than the last level holds.
-    #[cfg(feature = "stablehlo")]
-    pub fn sweep_min(self) -> usize {
-        self.l3
     }
 }
 
@@ -141,14 +95,10 @@ mod tests {
 
     /// On the caches they were measured on, the sizes are the measured ones.
     #[test]
-    #[cfg(feature = "stablehlo")]
     fn the_measured_sizes_stand_where_none_are_read() {
         let c = MEASURED_ON;
-        let sizes = [c.stream_min(), c.prefetch_min(), c.row_tile(), c.chunk()];
-        assert_eq!(sizes, [48 << 20, 4 << 20, 16 << 10, 4 << 10]);
-        let columns = [c.band(), c.band_row(), c.column_tile(), c.sweep_min()];
-        assert_eq!(columns, [32 << 10, 16 << 10, 1 << 20, 32 << 20]);
-        assert_eq!(c.across_tile(), 32 << 10);
+        let sizes = [c.row_tile(), c.chunk()];
+        assert_eq!(sizes, [16 << 10, 4 << 10]);
         let here = caches();
         assert!(
             here.l1 > 0 && here.l2 >= here.l1 && here.l3 >= here.l2,

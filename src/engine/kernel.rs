@@ -15,16 +15,8 @@ use super::operand::{Operand, Src};
 /// pointers, so that method is `unsafe`. The engine takes kernels as trait objects: it is
 /// compiled once, and each op instantiates only its kernel's loops.
 pub(crate) trait BlockKernel<const N: usize>: Sync {
-    /// Whether the element function reads the output's elements (an update in place).
-    fn reads_output(&self) -> bool {
-        false
-    }
-
     /// Input `k` (`1 <= k < N`), seen at the output shape.
     fn input(&self, k: usize) -> &Operand<'_>;
-
-    /// What the output's slots are, as the walk's choices need it.
-    fn slot(&self) -> SlotInfo;
 
     /// Runs `blk` from `ptrs`, adding to `written` each output element it writes, in the block's
     /// order (row by row), when the output's elements need dropping (so that a panic in the
@@ -53,29 +45,6 @@ pub(crate) trait BlockKernel<const N: usize>: Sync {
 /// overwrite. The engine's entry points take kernels that write the array they are given.
 pub(crate) trait Writes<S> {}
 
-/// The facts about an output's slots that decide how they are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SlotInfo {
-    /// Bytes per slot.
-    pub size: usize,
-    /// Whether a slot has drop glue.
-    pub needs_drop: bool,
-    /// Whether a slot is plain bits ([`super::transpose::plain_size`]): any bytes a copy of
-    /// one left, and all-zero bytes, are a valid value.
-    pub plain: bool,
-}
-
-impl SlotInfo {
-    /// The facts for slots of `S`.
-    pub fn of<S>() -> Self {
-        SlotInfo {
-            size: size_of::<S>(),
-            needs_drop: std::mem::needs_drop::<S>(),
-            plain: super::transpose::plain_size::<S>().is_some(),
-        }
-    }
-}
-
 /// Runs `kernel.block(ptrs, block, written)`, its AVX2 copy where the CPU has it (checked at
 /// run time; the crate itself targets the baseline instruction set).
 ///
@@ -89,27 +58,46 @@ pub(crate) unsafe fn call<const N: usize>(
     written: &Cell<usize>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if wide_simd() {
-        // SAFETY: `wide_simd` checked that this CPU has AVX2; the block as the caller promised.
+    if simd() >= Simd::Avx2 {
+        // SAFETY: `simd` checked that this CPU has AVX2; the block as the caller promised.
         return unsafe { kernel.block_wide(ptrs, block, written) };
     }
     // SAFETY: as the caller promised.
     unsafe { kernel.block(ptrs, block, written) }
 }
 
-/// Whether [`call`] may take the AVX2 copy: the CPU has it (and, in the unit tests, it is not
-/// switched off).
+/// The vector instruction sets the engine compiles copies of its loops for. Every dispatch
+/// takes the widest this CPU runs from [`simd`], the one place that decides: the kernels'
+/// AVX2 copy ([`call`]), the kernel table's AVX-512 and AVX2 copies, the AVX register
+/// transposes. Every copy gives the same bits.
+/// (x86-64 only: elsewhere every loop is the baseline's.)
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn wide_simd() -> bool {
-    #[cfg(test)]
-    if !WIDE_SIMD.load(std::sync::atomic::Ordering::Relaxed) {
-        return false;
-    }
-    std::arch::is_x86_feature_detected!("avx2")
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Simd {
+    Baseline,
+    Avx2, // with FMA and AVX, which every AVX2 CPU has
+    Avx512,
 }
 
-/// Cleared by the unit tests to compare the two copies of the kernels.
+/// This CPU's widest [`Simd`]; the baseline in the unit tests that clear [`WIDE_SIMD`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn simd() -> Simd {
+    #[cfg(test)]
+    if !WIDE_SIMD.load(std::sync::atomic::Ordering::Relaxed) {
+        return Simd::Baseline;
+    }
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        return Simd::Avx512;
+    }
+    let avx2 = std::arch::is_x86_feature_detected!("avx2");
+    if avx2 && std::arch::is_x86_feature_detected!("fma") {
+        return Simd::Avx2;
+    }
+    Simd::Baseline
+}
+
+/// Cleared by the unit tests to compare the copies of the kernels.
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) static WIDE_SIMD: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(true);
@@ -176,9 +164,6 @@ impl<S: Sink<C>, A: Clone + Sync, C, F: Fn(A) -> C + Sync> BlockKernel<2> for Ma
     fn input(&self, _: usize) -> &Operand<'_> {
         self.a.operand()
     }
-    fn slot(&self) -> SlotInfo {
-        SlotInfo::of::<S>()
-    }
 
     #[inline(always)]
     unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, written: &Cell<usize>) {
@@ -201,9 +186,6 @@ where
             _ => self.b.operand(),
         }
     }
-    fn slot(&self) -> SlotInfo {
-        SlotInfo::of::<S>()
-    }
 
     #[inline(always)]
     unsafe fn block(&self, p: [*mut u8; 3], blk: Block<3>, written: &Cell<usize>) {
@@ -225,9 +207,6 @@ where
     C: Clone + Sync,
     F: Fn(A, B, C) -> R + Sync,
 {
-    fn slot(&self) -> SlotInfo {
-        SlotInfo::of::<S>()
-    }
     fn input(&self, k: usize) -> &Operand<'_> {
         match k {
             1 => self.a.operand(),
@@ -264,14 +243,8 @@ impl<'k, A, B, F> Update<'k, A, B, F> {
 impl<A: Clone + Sync, B: Clone + Sync, F: Fn(A, B) -> A + Sync> BlockKernel<2>
     for Update<'_, A, B, F>
 {
-    fn reads_output(&self) -> bool {
-        true
-    }
     fn input(&self, _: usize) -> &Operand<'_> {
         self.b.operand()
-    }
-    fn slot(&self) -> SlotInfo {
-        SlotInfo::of::<A>()
     }
 
     #[inline(always)]
@@ -350,40 +323,26 @@ pub(crate) struct Block<const N: usize> {
     pub step: [isize; N],
 }
 
-/// Where a unit-stride output run is split: at its first 32-byte boundary, so that the 256-bit
-/// stores of the vectorised loop after it never straddle two cache lines. malloc aligns to 16
-/// bytes only, and a straddling store costs about half as much again in cache.
+/// An output run of 2 KiB or more is split at its first 32-byte boundary: 256-bit stores that
+/// straddle two lines (malloc aligns to 16) cost half again in cache (512² adds 1.2x without).
 const STORE_ALIGN: usize = 32;
 
-/// Shorter runs are not split: there the second loop start costs more than the straddling
-/// stores save (`docs/experiments.md`: the split pays on long in-place runs, `+= (1,N)`).
-const SPLIT_MIN_BYTES: usize = 2048;
-
-/// The size of the elements `p` points to.
-#[inline(always)]
-fn size_at<T>(_: *const T) -> usize {
-    std::mem::size_of::<T>()
-}
-
 /// Runs `$body` once per run of `$blk`, with the pointers moved to that run's start and `$n` its
-/// length; the first pointer is the output. In a block of long runs whose output has unit
-/// stride, each run goes as two pieces, split at the output's first [`STORE_ALIGN`] boundary.
-/// The stride pattern and the choice to split are made once per block, not per run.
+/// length; the first pointer is the output. A long unit-stride output run goes as two pieces,
+/// split at its first [`STORE_ALIGN`] boundary, through one copy of the body.
 macro_rules! per_run {
     ($blk:expr, [$o:ident $(, $p:ident)*], $n:ident, $body:block) => {{
-        let split = $blk.inner[0] == 1 && $blk.n * size_at($o) >= SPLIT_MIN_BYTES;
+        let size = $o.wrapping_add(1) as usize - $o as usize; // the element's, no deref
+        let split = $blk.inner[0] == 1 && $blk.n * size >= 2048;
         for r in 0..$blk.rows as isize {
             let $o = $o.offset(r * $blk.step[0]);
             let mut _k = 0;
             $( _k += 1; let $p = $p.offset(r * $blk.step[_k]); )*
-            // `head < n`, so the second piece starts at an element of the run (an alignment
-            // that cannot be reached, `usize::MAX`, means no split).
+            // `head < n` (an alignment that cannot be reached, `usize::MAX`, means no split).
             let head = match split.then(|| $o.align_offset(STORE_ALIGN)) {
                 Some(h) if h < $blk.n => h,
                 _ => 0,
             };
-            // One copy of the body, run for the head (if any) and then the rest: each stride
-            // pattern compiles one loop, not one per piece.
             let mut at = 0;
             while at < $blk.n {
                 let $n = if at < head { head } else { $blk.n } - at;
@@ -450,11 +409,7 @@ pub(crate) unsafe fn zip_block<S: Sink<C>, A: Clone, B: Clone, C>(
     blk: Block<3>,
     f: &impl Fn(A, B) -> C,
 ) {
-    // SAFETY: the caller promised that every element the block addresses is a valid
-    // element of its operand and that the written ones are this thread's alone. `per_run!` only
-    // moves the pointers to elements of the block's runs (a run's start, or its split point inside
-    // it), the slices span the `n` elements of a unit-stride run, the references are to the one
-    // element of a stride-0 operand, and every other access is at `i * stride` for `i < n`.
+    // SAFETY: as in `map_block`.
     unsafe {
         match blk.inner {
             [1, 1, 1] => per_run!(blk, [o, a, b], n, {
@@ -484,19 +439,6 @@ pub(crate) unsafe fn zip_block<S: Sink<C>, A: Clone, B: Clone, C>(
                     o.put(f(a.clone(), b.clone()));
                 }
             }),
-            // A transposed operand: the output and the other operand still run as slices.
-            [1, sa, 1] => per_run!(blk, [o, a, b], n, {
-                let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
-                for (i, (o, b)) in o.iter_mut().zip(b).enumerate() {
-                    o.put(f((*a.offset(i as isize * sa)).clone(), b.clone()));
-                }
-            }),
-            [1, 1, sb] => per_run!(blk, [o, a, b], n, {
-                let (o, a) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n));
-                for (i, (o, a)) in o.iter_mut().zip(a).enumerate() {
-                    o.put(f(a.clone(), (*b.offset(i as isize * sb)).clone()));
-                }
-            }),
             [so, sa, sb] => per_run!(blk, [o, a, b], n, {
                 for i in 0..n as isize {
                     (*o.offset(i * so))
@@ -520,11 +462,7 @@ pub(crate) unsafe fn zip3_block<S: Sink<D>, A: Clone, B: Clone, C: Clone, D>(
     blk: Block<4>,
     f: &impl Fn(A, B, C) -> D,
 ) {
-    // SAFETY: the caller promised that every element the block addresses is a valid
-    // element of its operand and that the written ones are this thread's alone. `per_run!` only
-    // moves the pointers to elements of the block's runs (a run's start, or its split point inside
-    // it), the slices span the `n` elements of a unit-stride run, the references are to the one
-    // element of a stride-0 operand, and every other access is at `i * stride` for `i < n`.
+    // SAFETY: as in `map_block`.
     unsafe {
         match blk.inner {
             [1, 1, 1, 1] => per_run!(blk, [o, a, b, c], n, {
@@ -562,11 +500,7 @@ pub(crate) unsafe fn update_block<A: Clone, B: Clone>(
     blk: Block<2>,
     f: &impl Fn(A, B) -> A,
 ) {
-    // SAFETY: the caller promised that every element the block addresses is a valid
-    // element of its operand and that the written ones are this thread's alone. `per_run!` only
-    // moves the pointers to elements of the block's runs (a run's start, or its split point inside
-    // it), the slices span the `n` elements of a unit-stride run, the references are to the one
-    // element of a stride-0 operand, and every other access is at `i * stride` for `i < n`.
+    // SAFETY: as in `map_block`.
     // The output is read and written through the same element, never through two aliases.
     unsafe {
         match blk.inner {
@@ -762,19 +696,9 @@ unsafe fn fold_row<A: Clone>(
     }
 }
 
-/// Source rows folded in one pass over a repeated accumulator run ([`fold_block`]).
-const FOLD_ROWS: usize = 4;
-
-/// [`fold_row`] over each run of a block (operand 0 the accumulator, 1 the source). When
-/// the accumulator run repeats down the rows (a sum to `(1, N)`) and both runs are contiguous,
-/// [`FOLD_ROWS`] source rows are folded per pass, `o = f(f(f(f(o, x0), x1), x2), x3)`: the
-/// accumulator is loaded and stored once per four rows instead of once per row, and four
-/// source rows stream at once (1.1-1.5x faster on `f32` column sums of 64² to 4096²,
-/// `docs/experiments.md`). Each element's operations are the row-by-row fold's, in its order,
-/// so the results are the same bit for bit.
-///
-/// With `ROWS` false the rows go one by one (the same bits; a kernel table's folds, which
-/// compile for every op and element type, leave the four-row loop out).
+/// [`fold_row`] over each run of a block (operand 0 the accumulator, 1 the source); with `ROWS`,
+/// a repeated accumulator run (a sum to `(1, N)`) folds four source rows per pass in row order
+/// (the same bits; 1.3-1.7x faster at 4096², `docs/experiments.md`).
 ///
 /// # Safety
 /// As [`fold_row`] for each run; the accumulator runs are this thread's alone.
@@ -790,24 +714,21 @@ pub(crate) unsafe fn fold_block<A: Clone, const ROWS: bool>(
     }: Block<2>,
     fold: &Fold<'_, A, impl Fn(A, A) -> A, impl Fn(A, A) -> A>,
 ) {
-    // SAFETY: every run the block addresses is `n` elements of its operand, as the caller
-    // promised: with unit inner strides each is a slice, and the one accumulator run (step 0)
-    // is this thread's and not part of the source, so it is held as one `&mut` beside them.
+    // SAFETY: every run is `n` elements of its operand, as the caller promised; the one
+    // accumulator run (step 0) is this thread's and not part of the source.
     unsafe {
         let mut r = 0;
         if ROWS && step[0] == 0 && s == [1, 1] {
             let (acc, f) = (slice::from_raw_parts_mut(o, n), fold.f);
-            while r + FOLD_ROWS <= rows {
-                let [x0, x1, x2, x3]: [&[A]; FOLD_ROWS] = std::array::from_fn(|k| {
+            while r + 4 <= rows {
+                let x: [&[A]; 4] = std::array::from_fn(|k| {
                     slice::from_raw_parts(b.offset((r + k) as isize * step[1]), n)
                 });
-                for (((o, x0), x1), (x2, x3)) in
-                    acc.iter_mut().zip(x0).zip(x1).zip(x2.iter().zip(x3))
-                {
-                    let two = f(f(o.clone(), x0.clone()), x1.clone());
-                    *o = f(f(two, x2.clone()), x3.clone());
+                for (i, o) in acc.iter_mut().enumerate() {
+                    let two = f(f(o.clone(), x[0][i].clone()), x[1][i].clone());
+                    *o = f(f(two, x[2][i].clone()), x[3][i].clone());
                 }
-                r += FOLD_ROWS;
+                r += 4;
             }
         }
         for r in r..rows {

@@ -1,4 +1,6 @@
-//! The kernel engine: every elementwise operation of the crate runs through here, on one road.
+//! The kernel engine: every elementwise operation of the crate runs through here, on two
+//! executors: the walk (road 1, the eager ops, compiled per element function) and the row
+//! executor ([`rows`]: road 2, programs, a chain of table kernels and folds a tile at a time).
 //!
 //! ```text
 //! a shape rule  -> the output shape and the inputs seen at it ([`Src`]: stride 0 where broadcast)
@@ -13,19 +15,15 @@
 //!                  runs each run of the inner loop: slices for unit strides, a scalar for stride 0
 //! ```
 //!
-//! The front doors (`collect`, `into`, `assign`) are generic over the element types and the
-//! element function; everything after them takes the kernel as a trait object
-//! ([`BlockKernel`]) and is compiled once, in this crate ([`Walk`]): an op costs its dependents
-//! the kernel's loops, not a copy of the engine. Kernels chosen at run time per op and element
-//! type ([`table`], what programs run on) take the same walk. Reductions ([`reduce()`]) use the
-//! same planner and the kernels' fold. Compiled programs run chains of table kernels and folds
-//! a tile at a time ([`rows`]), on the same planner, buffers and split; chains that fold
-//! leading dims, by tiles of columns or sweeps over bands of rows ([`columns`]).
+//! The front doors (`collect`, `into`, `assign`) are generic; after them the kernel is a trait
+//! object ([`BlockKernel`]) and the walk is compiled once, here ([`Walk`]). Reductions
+//! ([`reduce()`]) use the same planner and the kernels' fold. Programs' kernels ([`table`]) run
+//! on the row executor (a single op as a chain of one step) with the same planner, thread
+//! buffer ([`stage::with_staging`]) and split; [`kernel::simd`] picks every loop's SIMD copy.
 
 mod alloc;
-mod caches;
 #[cfg(feature = "stablehlo")]
-pub(crate) mod columns;
+mod caches;
 mod fresh;
 mod kernel;
 mod operand;
@@ -35,7 +33,6 @@ pub(crate) mod reduce;
 #[cfg(feature = "stablehlo")]
 pub(crate) mod rows;
 mod stage;
-mod stream;
 #[cfg(feature = "stablehlo")]
 pub(crate) mod table;
 mod transpose;
@@ -52,8 +49,6 @@ pub(crate) use alloc::Blank;
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 pub(crate) use kernel::Block;
-#[cfg(feature = "stablehlo")]
-pub(crate) use kernel::SlotInfo;
 pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};
 #[cfg(feature = "stablehlo")]
 pub(crate) use operand::Shared;
@@ -63,7 +58,6 @@ pub(crate) use operand::{Operand, Src};
 pub(crate) use plan::memory_order;
 use plan::{dense_in, output_order, Order, Plan};
 pub(crate) use reduce::reduce;
-use stream::Write;
 
 /// A fresh array of `shape` whose elements are `size` bytes aligned to `align`, for a writer
 /// that fills every element, laid out as a result read from inputs of `strides` (at `shape`)
@@ -91,18 +85,6 @@ fn order_like(shape: &[usize], strides: &[&[isize]]) -> Order {
 #[cfg(feature = "stablehlo")]
 pub(crate) fn strides_like(shape: &[usize], strides: &[&[isize]]) -> operand::Strides {
     alloc::contiguous_strides(shape, order_like(shape, strides).as_ref())
-}
-
-/// Runs `f` with every walk and row chain, however small, writing its outputs with
-/// non-temporal stores (for tests of the streamed roads on small arrays).
-#[cfg(test)]
-pub(crate) fn with_streaming<R>(f: impl FnOnce() -> R) -> R {
-    use std::sync::atomic::Ordering;
-    let _held = stream::tests_lock();
-    stream::STREAM_MIN.store(0, Ordering::Relaxed);
-    let r = f();
-    stream::STREAM_MIN.store(usize::MAX, Ordering::Relaxed);
-    r
 }
 
 /// How a fresh result is laid out.
@@ -165,35 +147,25 @@ where
     let out = alloc::uninit::<C, D>(op, dim, order.as_ref())?;
     // SAFETY: the fresh output is unique; the inputs are seen at its shape; `run` writes every
     // element once, each kernel call through `call_logged` with the log.
-    Ok(unsafe { fresh::fill(out, |o, log| run(Operand::output(o), kernel, true, log)) })
-}
-
-/// How the inputs of a walk into the caller's array were placed at its shape.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Seen {
-    /// At their own shapes, the output's, or as scalars: often dense in the output's layout,
-    /// so a small walk checks first for one run.
-    Own,
-    /// By a broadcasting rule: seldom one run, so straight to the walk.
-    Placed,
+    Ok(unsafe { fresh::fill(out, |o, log| run(Operand::output(o), kernel, log)) })
 }
 
 /// `kernel` into the caller's `out` (of the shape its inputs are seen at); its body through a
 /// pointer, as [`collect`]'s.
 #[inline(always)]
-pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K, seen: Seen)
+pub(crate) fn into<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K)
 where
     S: Send,
     D: Dimension,
     K: BlockKernel<N> + Writes<S>,
     Engine: Walk<N>,
 {
-    let body: fn(&mut _, &K, _) = into_in::<S, D, K, N>;
-    body(out, kernel, seen)
+    let body: fn(&mut _, &K) = into_in::<S, D, K, N>;
+    body(out, kernel)
 }
 
 /// [`into`]'s body.
-fn into_in<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K, seen: Seen)
+fn into_in<S, D, K, const N: usize>(out: &mut ArrayRef<S, D>, kernel: &K)
 where
     S: Send,
     D: Dimension,
@@ -202,12 +174,7 @@ where
 {
     let out = Operand::output(out);
     // SAFETY: `out` is a live array, unique (borrowed mutably), so no input overlaps it.
-    unsafe {
-        match seen {
-            Seen::Own => run(out, kernel, false, None),
-            Seen::Placed => Engine::walk(out, kernel, false, None),
-        }
-    }
+    unsafe { run(out, kernel, None) }
 }
 
 /// The walk into `out` ([`walk`]), or one kernel call when it is one run: small (serial, plain
@@ -220,12 +187,8 @@ where
 /// # Safety
 /// As [`walk`].
 #[inline(never)]
-unsafe fn run<const N: usize>(
-    out: Operand<'_>,
-    kernel: &dyn BlockKernel<N>,
-    fresh: bool,
-    log: Option<&FreshLog>,
-) where
+unsafe fn run<const N: usize>(out: Operand<'_>, kernel: &dyn BlockKernel<N>, log: Option<&FreshLog>)
+where
     Engine: Walk<N>,
 {
     let inputs: [&Operand<'_>; N] = std::array::from_fn(|k| kernel.input(k.max(1)));
@@ -242,7 +205,7 @@ unsafe fn run<const N: usize>(
         .filter(|_| is_one_run(len, out.size, &inputs[1..]));
     let Some(inner) = inner else {
         // SAFETY: as the caller promised.
-        return unsafe { Engine::walk(out, kernel, fresh, log) };
+        return unsafe { Engine::walk(out, kernel, log) };
     };
     let block = Block {
         n: len,
@@ -298,7 +261,7 @@ fn is_one_run(len: usize, out_size: usize, inputs: &[&Operand<'_>]) -> bool {
     let traffic = len
         .saturating_mul(out_size)
         .saturating_add(operand::traffic(len, inputs));
-    len > 0 && parallel::is_small(traffic) && !stream::may_stream(traffic)
+    len > 0 && parallel::is_small(traffic)
 }
 
 /// `out[i] = f(out[i], b[i])`, in place.
@@ -306,13 +269,12 @@ pub(crate) fn assign<A, B, D>(
     out: &mut ArrayRef<A, D>,
     b: &Src<'_, B>,
     f: &(impl Fn(A, B) -> A + Sync),
-    seen: Seen,
 ) where
     A: Clone + Send + Sync,
     B: Clone + Sync,
     D: Dimension,
 {
-    into(out, &Update::new(f, b), seen);
+    into(out, &Update::new(f, b));
 }
 
 /// The walk over `N` operands, compiled once in this crate: a generic walk would be compiled
@@ -322,12 +284,7 @@ pub(crate) trait Walk<const N: usize> {
     ///
     /// # Safety
     /// As [`walk`].
-    unsafe fn walk(
-        out: Operand<'_>,
-        kernel: &dyn BlockKernel<N>,
-        fresh: bool,
-        log: Option<&FreshLog>,
-    );
+    unsafe fn walk(out: Operand<'_>, kernel: &dyn BlockKernel<N>, log: Option<&FreshLog>);
 }
 
 /// The engine, as the implementor of [`Walk`] for each operand count its kernels have.
@@ -340,11 +297,10 @@ macro_rules! walks {
             unsafe fn walk(
                 out: Operand<'_>,
                 kernel: &dyn BlockKernel<$n>,
-                fresh: bool,
-                log: Option<&FreshLog>,
+                            log: Option<&FreshLog>,
             ) {
                 // SAFETY: as the caller promised.
-                unsafe { walk(out, kernel, fresh, log) }
+                unsafe { walk(out, kernel, log) }
             }
         }
     )*};
@@ -353,7 +309,7 @@ walks!(2, 3, 4);
 
 /// Walks the output `out` and `kernel`'s inputs: the plan, then blocks of contiguous ranges of
 /// it, split across threads when large.
-/// `fresh` when the output was just allocated, and `log` its log ([`fresh::fill`]).
+/// `log` is a fresh output's log ([`fresh::fill`]).
 ///
 /// # Safety
 /// `out` addresses, at every index of its shape, a distinct slot of the kernel's output type
@@ -361,7 +317,6 @@ walks!(2, 3, 4);
 unsafe fn walk<const N: usize>(
     out: Operand<'_>,
     kernel: &dyn BlockKernel<N>,
-    fresh: bool,
     log: Option<&FreshLog>,
 ) {
     let operands: [&Operand<'_>; N] = std::array::from_fn(|k| match k {
@@ -378,14 +333,6 @@ unsafe fn walk<const N: usize>(
     let len: usize = out.shape.iter().product();
     let traffic = operand::traffic(len, &operands);
     let pieces = parallel::pieces(traffic);
-    let write = Write::choose(
-        kernel.slot(),
-        kernel.reads_output(),
-        len,
-        traffic,
-        fresh,
-        log,
-    );
     let at = |offs: [isize; N]| -> [*mut u8; N] {
         // SAFETY: the plan's offsets address elements of each operand.
         std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) })
@@ -404,12 +351,13 @@ unsafe fn walk<const N: usize>(
             };
             // SAFETY: a block of the plan addresses elements of each operand, the written ones
             // once each, and each range goes to one thread.
-            unsafe { stage::run_block(at(offs), block, operands, kernel, write) }
+            unsafe { stage::run_block(at(offs), block, operands, kernel, log) }
         })
     });
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(test)]
+#[cfg(target_arch = "x86_64")]
 mod tests {
     use std::sync::atomic::Ordering;
 

@@ -94,6 +94,18 @@ impl<'a> Operand<'a> {
         }
     }
 
+    /// The same operand, its strides borrowed.
+    #[cfg(feature = "stablehlo")]
+    pub fn reborrow(&self) -> Operand<'_> {
+        Operand {
+            ptr: self.ptr,
+            size: self.size,
+            plain: self.plain,
+            shape: self.shape,
+            strides: StridesAt::Own(&self.strides),
+        }
+    }
+
     /// # Safety
     /// `off` is the element offset of an element of this operand's array.
     #[inline(always)]
@@ -125,7 +137,7 @@ impl<'a> Operand<'a> {
 }
 
 /// The bytes a walk of `len` elements moves through `operands` ([`Operand::traffic`]): the
-/// engine's one estimate, from which it decides one run, threads and streamed stores.
+/// engine's one estimate, from which it decides one run and threads.
 pub(crate) fn traffic(len: usize, operands: &[&Operand<'_>]) -> usize {
     operands
         .iter()
@@ -134,8 +146,8 @@ pub(crate) fn traffic(len: usize, operands: &[&Operand<'_>]) -> usize {
 }
 
 /// A pointer the threads of one walk or chain share: each writes distinct elements through it
-/// (its ranges' rows, its blocks' partial rows), or all only read (an identity). The engine's
-/// one such wrapper.
+/// (its ranges' rows, its blocks' partial rows), or all only read (an identity, a fold). The
+/// engine's one such wrapper.
 #[derive(Clone, Copy)]
 pub(crate) struct Shared(pub *mut u8);
 
@@ -143,15 +155,6 @@ pub(crate) struct Shared(pub *mut u8);
 unsafe impl Send for Shared {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Shared {}
-
-#[cfg(feature = "stablehlo")]
-impl Shared {
-    /// The pointer (a call, so that a closure captures the whole `Shared`).
-    #[inline(always)]
-    pub fn get(self) -> *mut u8 {
-        self.0
-    }
-}
 
 /// An input of elements `T`, seen at an output shape: built only from a borrowed array by
 /// constructors that check the placement against the shape rule, so every output index reads

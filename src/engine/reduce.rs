@@ -28,15 +28,13 @@ const REDUCE_BLOCKS: usize = 8;
 /// As [`kernel::fold_block`], for the element type and function of the fold at `ctx`.
 pub(crate) type FoldFn = unsafe fn(ctx: *const (), acc: *mut u8, src: *const u8, blk: Block<2>);
 
-/// A fold as the driver runs it: its loop and what the loop reads it from.
+/// A fold as the driver runs it: its loop and what the loop reads it from (a `Fold` of `Sync`
+/// elements and a `Sync` function, which every thread only reads).
 #[derive(Clone, Copy)]
 struct Folder {
     run: FoldFn,
-    ctx: *const (),
+    ctx: Shared,
 }
-
-// SAFETY: `ctx` is a `Fold` of `Sync` elements and a `Sync` function, read by every thread.
-unsafe impl Sync for Folder {}
 
 impl Folder {
     /// Folds `blk` of the source at `src` into the accumulator at `acc`.
@@ -45,7 +43,7 @@ impl Folder {
     /// As [`FoldFn`].
     unsafe fn call(&self, acc: *mut u8, src: *const u8, blk: Block<2>) {
         // SAFETY: as the caller promised; `ctx` is the fold `run` was made for.
-        unsafe { (self.run)(self.ctx, acc, src, blk) }
+        unsafe { (self.run)(self.ctx.0.cast_const().cast(), acc, src, blk) }
     }
 }
 
@@ -109,7 +107,7 @@ where
     }
     let folder = Folder {
         run: fold_run::<A, F, G>,
-        ctx: (&fold as *const Fold<'_, A, F, G>).cast(),
+        ctx: Shared((&fold as *const Fold<'_, A, F, G>).cast_mut().cast()),
     };
     let source = Src::of(src);
     let strides = acc_strides(acc.shape(), acc.strides(), acc_dim, src.shape());
@@ -157,7 +155,7 @@ pub(crate) trait TableFold<A> {
 }
 
 /// The loop of the table fold `F` over `A`s as [`reduce`] folds (sums: the same bits as the
-/// array ops'), its rows one by one: the same bits as the four-row passes, at less code.
+/// array ops').
 ///
 /// # Safety
 /// As [`FoldFn`].
@@ -179,154 +177,6 @@ pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
     };
     // SAFETY: as the caller promised.
     unsafe { kernel::fold_block::<A, false>(acc.cast::<A>(), src.cast::<A>(), blk, &fold) }
-}
-
-/// [`table_fold`] compiled for AVX-512 where the CPU has it, else the baseline's: for the float
-/// folds of row chains, whose rows are in cache, a row folds in one 16-lane register instead of
-/// four (`docs/experiments.md`, "Row chains", has what it pays). The same loop in the same
-/// order, so the same bits (IEEE operations, none contracted; a NaN chosen by the element's
-/// rule, lanes that end NaN folded again).
-#[cfg(feature = "stablehlo")]
-pub(crate) fn table_fold_wide<A: Clone, F: TableFold<A>>() -> FoldFn {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        return fold_avx512::<A, F>;
-    }
-    table_fold::<A, F>
-}
-
-/// [`table_fold`] compiled for AVX-512.
-///
-/// # Safety
-/// As [`FoldFn`], on a CPU with AVX-512F.
-#[cfg(all(feature = "stablehlo", target_arch = "x86_64"))]
-#[target_feature(enable = "avx512f")]
-unsafe fn fold_avx512<A: Clone, F: TableFold<A>>(
-    ctx: *const (),
-    acc: *mut u8,
-    src: *const u8,
-    blk: Block<2>,
-) {
-    // SAFETY: as the caller promised.
-    unsafe { table_fold::<A, F>(ctx, acc, src, blk) }
-}
-
-/// Floats whose bits, all but the sign flipped below zero, order as signed integers: the IEEE
-/// total order, in which `-0.0 < +0.0` (NaNs aside, every float's place).
-#[cfg(feature = "stablehlo")]
-pub(crate) trait Keyed: Copy {
-    /// The signed integer of the type's width.
-    type Key: Copy + Ord;
-    /// The bits, ordered as the floats are.
-    fn key(self) -> Self::Key;
-    /// The float of a key ([`Keyed::key`] undone: the flip is its own inverse).
-    fn unkey(k: Self::Key) -> Self;
-    /// Whether it is a NaN.
-    fn nan(self) -> bool;
-}
-
-#[cfg(feature = "stablehlo")]
-macro_rules! keyed {
-    ($($t:ty: $k:ty, $u:ty;)*) => {$(
-        impl Keyed for $t {
-            type Key = $k;
-            #[inline(always)]
-            fn key(self) -> $k {
-                let b = self.to_bits() as $k;
-                b ^ (((b >> (<$k>::BITS - 1)) as $u) >> 1) as $k
-            }
-            #[inline(always)]
-            fn unkey(k: $k) -> $t {
-                <$t>::from_bits((k ^ (((k >> (<$k>::BITS - 1)) as $u) >> 1) as $k) as $u)
-            }
-            #[inline(always)]
-            fn nan(self) -> bool {
-                self.is_nan()
-            }
-        }
-    )*};
-}
-#[cfg(feature = "stablehlo")]
-keyed! { f32: i32, u32; f64: i64, u64; }
-
-/// The maximum (`MAX`) or minimum fold `F` of floats by their keys ([`Keyed`]), compiled for
-/// AVX-512 where the CPU has it: a row's maximum is the largest key, whatever the order, and
-/// integer maxima vectorise in as many accumulators as the compiler likes, where `F`'s
-/// selects chain through one. `F` gives the same value in any order but for NaNs, whose bits
-/// depend on which comes first, so a row that holds a NaN (or folds into one) is folded again
-/// by [`table_fold`], in its order: the bits of [`table_fold_wide`]'s fold in every case. Other
-/// blocks than rows into one element take `table_fold` as they are.
-#[cfg(feature = "stablehlo")]
-pub(crate) fn table_fold_keyed<A: Keyed, F: TableFold<A>, const MAX: bool>() -> FoldFn {
-    /// # Safety
-    /// As [`FoldFn`], `other` the fold of every other block and of rows with NaNs.
-    #[inline(always)]
-    unsafe fn keyed<A: Keyed, F: TableFold<A>, const MAX: bool>(
-        ctx: *const (),
-        acc: *mut u8,
-        src: *const u8,
-        blk: Block<2>,
-        other: FoldFn,
-    ) {
-        if blk.inner != [0, 1] {
-            // SAFETY: as the caller promised.
-            return unsafe { other(ctx, acc, src, blk) };
-        }
-        for r in 0..blk.rows as isize {
-            // SAFETY: as the caller promised, row `r` is `n` elements of the source folded
-            // into one accumulator element, this thread's alone.
-            unsafe {
-                let o = acc.cast::<A>().offset(r * blk.step[0]);
-                let x = src.cast::<A>().offset(r * blk.step[1]);
-                let row = std::slice::from_raw_parts(x, blk.n);
-                let (mut k, mut nan) = ((*o).key(), (*o).nan());
-                for &v in row {
-                    k = if MAX { k.max(v.key()) } else { k.min(v.key()) };
-                    nan |= v.nan();
-                }
-                if !nan {
-                    *o = A::unkey(k);
-                    continue;
-                }
-                let one = Block {
-                    n: blk.n,
-                    inner: [0, 1],
-                    rows: 1,
-                    step: [0, 0],
-                };
-                other(ctx, o.cast(), x.cast(), one);
-            }
-        }
-    }
-    /// # Safety
-    /// As [`FoldFn`], on a CPU with AVX-512F.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn avx512<A: Keyed, F: TableFold<A>, const MAX: bool>(
-        ctx: *const (),
-        acc: *mut u8,
-        src: *const u8,
-        blk: Block<2>,
-    ) {
-        // SAFETY: as the caller promised, on a CPU with AVX-512F (for `fold_avx512`).
-        unsafe { keyed::<A, F, MAX>(ctx, acc, src, blk, fold_avx512::<A, F>) }
-    }
-    /// # Safety
-    /// As [`FoldFn`].
-    unsafe fn baseline<A: Keyed, F: TableFold<A>, const MAX: bool>(
-        ctx: *const (),
-        acc: *mut u8,
-        src: *const u8,
-        blk: Block<2>,
-    ) {
-        // SAFETY: as the caller promised.
-        unsafe { keyed::<A, F, MAX>(ctx, acc, src, blk, table_fold::<A, F>) }
-    }
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        return avx512::<A, F, MAX>;
-    }
-    baseline::<A, F, MAX>
 }
 
 /// The loop of the table fold `F` over `A`s element by element ([`kernel::fold_plain`]): for
@@ -370,7 +220,7 @@ pub(crate) unsafe fn reduce_table(
 ) {
     let folder = Folder {
         run,
-        ctx: std::ptr::null(),
+        ctx: Shared(std::ptr::null_mut()),
     };
     // SAFETY: as the caller promised.
     unsafe { self::run(acc, acc_dim, src, FoldOrder::Any, parts, folder) };

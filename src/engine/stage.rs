@@ -2,23 +2,19 @@
 //! at a time, transposed into a per-thread buffer ([`transpose`]), so the kernel reads it with
 //! unit stride. Only plain element types are staged (their values are their bits).
 
+use super::fresh::{call_logged, FreshLog};
 use super::kernel::{Block, BlockKernel, Line};
 use super::operand::Operand;
-use super::stream::Write;
 use super::transpose::{self, TILE};
 
 /// The operands a block stages ([`run_staged`]): inputs of plain values read across the
-/// block's rows (a stride of at least 8 along them) with a step of 1 or -1 down them, or another
-/// step where the stepped copy gathers ([`transpose::gathers`]), in a block at least 8 by 8.
+/// block's rows (a stride of at least 8 along them) with a step of 1 or -1 down them, in a block
+/// at least 8 by 8 (another step is read in place: copied one by one, staging gains little).
 fn staged<const N: usize>(block: &Block<N>, operands: [&Operand<'_>; N]) -> [bool; N] {
     let big = block.rows >= 8 && block.n >= 8;
     std::array::from_fn(|k| {
-        let (step, inner, size) = (block.step[k], block.inner[k], operands[k].size);
-        k > 0
-            && big
-            && operands[k].plain
-            && inner.unsigned_abs() >= 8
-            && (step.unsigned_abs() == 1 || (step != 0 && transpose::gathers(size, inner)))
+        let (step, inner) = (block.step[k], block.inner[k]);
+        k > 0 && big && operands[k].plain && inner.unsigned_abs() >= 8 && step.unsigned_abs() == 1
     })
 }
 
@@ -34,12 +30,12 @@ pub(super) unsafe fn run_block<const N: usize>(
     block: Block<N>,
     operands: [&Operand<'_>; N],
     kernel: &dyn BlockKernel<N>,
-    write: Write<'_>,
+    log: Option<&FreshLog>,
 ) {
     let staged = &staged(&block, operands);
     if !staged.contains(&true) {
         // SAFETY: as the caller promised.
-        return unsafe { write.call(kernel, ptrs, block, operands) };
+        return unsafe { call_logged(kernel, ptrs, block, log) };
     }
     let staging = &Staging {
         staged: *staged,
@@ -48,22 +44,12 @@ pub(super) unsafe fn run_block<const N: usize>(
     let ran = with_parts(operands, staging, |parts| {
         // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts` for
         // the same staging.
-        unsafe {
-            run_staged(
-                ptrs,
-                block,
-                operands,
-                staging,
-                parts,
-                kernel,
-                write.staged(),
-            )
-        }
+        unsafe { run_staged(ptrs, block, operands, staging, parts, kernel, log) }
     });
     if ran.is_none() {
         // No room to stage: the same block read in place.
         // SAFETY: as the caller promised.
-        unsafe { write.call(kernel, ptrs, block, operands) }
+        unsafe { call_logged(kernel, ptrs, block, log) }
     }
 }
 
@@ -180,7 +166,7 @@ unsafe fn run_staged<const N: usize>(
     &Staging { ref staged, slab }: &Staging<N>,
     parts: [*mut Line; N],
     kernel: &dyn BlockKernel<N>,
-    write: Write<'_>,
+    log: Option<&FreshLog>,
 ) {
     for first in (0..block.rows).step_by(slab) {
         for c0 in (0..block.n).step_by(TILE) {
@@ -238,7 +224,7 @@ unsafe fn run_staged<const N: usize>(
             }
             // SAFETY: the piece addresses elements of the block (the staged ones in this
             // thread's buffer, now in order), as the caller promised of the block.
-            unsafe { write.call(kernel, at, piece, operands) }
+            unsafe { call_logged(kernel, at, piece, log) }
         }
     }
 }
@@ -250,7 +236,7 @@ mod tests {
     use ndarray::{arr1, Array1};
 
     /// Blocks stage an input of plain values read across their rows from 8x8, with a step of
-    /// 1 or -1 down them, or another step where the copy gathers; never the output, never a
+    /// 1 or -1 down them; never another step, never the output, never a
     /// broadcast or a type that is not plain bits.
     #[test]
     fn which_operands_stage() {
@@ -265,14 +251,13 @@ mod tests {
             rows: n,
             step: [n as isize, step, n as isize],
         };
-        let gathers = transpose::gathers(4, 64);
         for (n, step, inner, want) in [
             (8, 1, 8, true),
             (64, 1, 64, true),
             (7, 1, 7, false),
             (64, -1, 64, true),
-            (64, 2, 64, gathers),
-            (64, -3, 64, gathers),
+            (64, 2, 64, false),
+            (64, -3, 64, false),
             (64, 0, 64, false),
             (64, 1, 4, false),
             (64, 1, 1 << 30, true),

@@ -1,25 +1,17 @@
 //! Kernels chosen at run time: one small loop per element function and element type, over one
-//! contiguous run of type-erased operands ([`Run`]), driven by the engine's one walk.
-//!
+//! contiguous run of type-erased operands ([`Run`]), run by the row executor ([`rows`]), which
+//! hands every kernel contiguous runs (inputs that are not gathered into its tile's buffers).
 //! A generic op instantiates the whole walk for its element function and types; a kernel from
-//! a table instantiates one loop, and every table kernel shares one walk per operand count. The
-//! walk hands [`TableKernel`] blocks of runs: a run where every operand has unit stride goes to
-//! the kernel as it is; otherwise the run goes in pieces of at most [`PIECE`] elements, each
-//! input that is not unit-stride copied (gathered, or for a broadcast one repeated) into a
-//! buffer on the stack, and an output that is not unit-stride written to a buffer and copied
-//! out. The copies depend on the element size only.
+//! a table instantiates one loop, and every table kernel shares the one executor.
 //!
 //! Element functions are types ([`Elementwise`]), so a kernel is a plain function with no state
 //! and its loop is compiled (and vectorised) for that function.
 
-use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::slice;
 
-use super::kernel::{Block, BlockKernel, Line, SlotInfo};
 use super::operand::Operand;
-use super::plan::output_order;
-use super::{alloc, Engine, Walk};
+use super::{alloc, rows};
 use crate::error::Result;
 
 /// A kernel over one contiguous run of `n` elements: `ptrs[0]` the output's first slot
@@ -30,18 +22,6 @@ use crate::error::Result;
 /// output's possibly uninitialised), the output's distinct from the inputs', and no other thread
 /// touches the output's.
 pub(crate) type Run<const N: usize> = unsafe fn([*mut u8; N], usize);
-
-/// A binary kernel whose second input holds a value per row: over `rows` rows of `width`
-/// elements, `ptrs[0]` the output's and `ptrs[1]` the first input's rows one after another,
-/// `ptrs[2]` the `rows` values, each read along its row (a row chain's per-row register, with
-/// no tile of it repeated). Its results are the two-input kernel's over each value repeated,
-/// bit for bit but for which NaN comes out where both operands are NaN: LLVM may put a sum's
-/// or product's operands in either order, and x86 gives the first one's NaN (as the kernels'
-/// copies for different vector widths may differ there too).
-///
-/// # Safety
-/// As [`Run`], with `rows * width` elements at `ptrs[0]` and `ptrs[1]` and `rows` at `ptrs[2]`.
-pub(crate) type RowRun = unsafe fn([*mut u8; 3], usize, usize);
 
 /// An element function of `ARITY` inputs, known by its type: `f` on the inputs `A`
 /// (one type for all of them) gives an `Out`.
@@ -92,20 +72,14 @@ pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usi
     }
 }
 
-/// The widest copy of a kernel this CPU runs: AVX-512, else AVX2 (with FMA), else the
-/// baseline's.
+/// The widest copy of a kernel this CPU runs ([`super::kernel::simd`]).
 macro_rules! widest {
     ($avx512:expr, $avx2:expr, $baseline:expr) => {{
         #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                return $avx512;
-            }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                return $avx2;
-            }
+        match super::kernel::simd() {
+            super::kernel::Simd::Avx512 => return $avx512,
+            super::kernel::Simd::Avx2 => return $avx2,
+            super::kernel::Simd::Baseline => {}
         }
         $baseline
     }};
@@ -122,24 +96,15 @@ pub(crate) fn run_wide<A: Clone, F: Elementwise<A, 1>>() -> Run<2> {
 }
 
 /// [`run2`] compiled for the widest vectors this CPU has, as [`run_wide`] is: for the float
-/// arithmetic of fused chains, whose loops run in cache.
+/// arithmetic of programs, whose loops run in cache.
 pub(crate) fn run2_wide<A: Clone, F: Elementwise<A, 2>>() -> Run<3> {
     widest!(wide::avx512_2::<A, F>, wide::avx2_2::<A, F>, run2::<A, F>)
 }
 
-/// [`run2_rows`] compiled for the widest vectors this CPU has, as [`run_wide`] is.
-pub(crate) fn run2_rows_wide<A: Clone, F: Elementwise<A, 2>>() -> RowRun {
-    widest!(
-        wide::avx512_rows::<A, F>,
-        wide::avx2_rows::<A, F>,
-        run2_rows::<A, F>
-    )
-}
-
-/// [`run`], [`run2`] and [`run2_rows`] compiled for AVX2 and AVX-512.
+/// [`run`] and [`run2`] compiled for AVX2 and AVX-512.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod wide {
-    use super::{run, run2, run2_rows, Elementwise};
+    use super::{run, run2, Elementwise};
 
     /// Each `$name`: the kernel `$inner` of `$arity` inputs compiled with `$feature` (`$cpu`).
     macro_rules! copies {
@@ -161,8 +126,6 @@ pub(crate) mod wide {
         avx512, "avx512f", "AVX-512F": run<1>(p: [*mut u8; 2], n: usize);
         avx2_2, "avx2,fma", "AVX2 and FMA": run2<2>(p: [*mut u8; 3], n: usize);
         avx512_2, "avx512f", "AVX-512F": run2<2>(p: [*mut u8; 3], n: usize);
-        avx2_rows, "avx2,fma", "AVX2 and FMA": run2_rows<2>(p: [*mut u8; 3], rows: usize, width: usize);
-        avx512_rows, "avx512f", "AVX-512F": run2_rows<2>(p: [*mut u8; 3], rows: usize, width: usize);
     }
 }
 
@@ -181,40 +144,6 @@ pub(crate) unsafe fn run2<A: Clone, F: Elementwise<A, 2>>(p: [*mut u8; 3], n: us
         )
     };
     each2::<A, F>(o, a, b);
-}
-
-/// [`run2`] with a value per row as the second input ([`RowRun`]).
-///
-/// # Safety
-/// As [`RowRun`], for an output of `F::Out` and inputs of `A`.
-#[inline(always)]
-pub(crate) unsafe fn run2_rows<A: Clone, F: Elementwise<A, 2>>(
-    p: [*mut u8; 3],
-    rows: usize,
-    width: usize,
-) {
-    // SAFETY: as the caller promised: `rows * width` slots of the output and elements of the
-    // first input, `rows` elements of the second.
-    let (o, a, b) = unsafe {
-        (
-            slice::from_raw_parts_mut(p[0].cast::<MaybeUninit<F::Out>>(), rows * width),
-            slice::from_raw_parts(p[1].cast::<A>(), rows * width),
-            slice::from_raw_parts(p[2].cast::<A>(), rows),
-        )
-    };
-    for (r, v) in b.iter().enumerate() {
-        let at = r * width..(r + 1) * width;
-        each2_splat::<A, F>(&mut o[at.clone()], &a[at], v.clone());
-    }
-}
-
-/// The loop of [`run2_rows`] over one row, as [`each1`].
-#[inline(always)]
-fn each2_splat<A: Clone, F: Elementwise<A, 2>>(o: &mut [MaybeUninit<F::Out>], a: &[A], b: A) {
-    let n = o.len().min(a.len());
-    for i in 0..n {
-        o[i].write(F::f([a[i].clone(), b.clone()]));
-    }
 }
 
 /// The loop of [`run`]. The slices are arguments, which Rust marks `noalias`, so that LLVM
@@ -379,113 +308,6 @@ impl<T: Blend, const N: usize> Blend for [T; N] {
     }
 }
 
-/// The most elements of a run staged at once when an operand is not unit-stride: 8 KiB of
-/// 16-byte elements, a few KiB of the usual ones, so a piece's buffers stay in L1.
-pub(super) const PIECE: usize = 512;
-
-const PIECE_LINES: usize = PIECE * 16 / 64;
-
-/// A table kernel as the walk sees it: `run` over the inputs `inputs` (operands `1..N`), into
-/// an output of elements of `out.size` bytes, written and never read.
-pub(crate) struct TableKernel<'a, const N: usize> {
-    run: Run<N>,
-    inputs: &'a [&'a Operand<'a>],
-    out: SlotInfo,
-}
-
-impl<'a, const N: usize> TableKernel<'a, N> {
-    /// `run` over `inputs` (`N - 1` of them), into slots like `out`'s.
-    ///
-    /// # Safety
-    /// `run` is a kernel for the inputs' element types and an output of `out`'s, which has no
-    /// drop glue.
-    pub unsafe fn new(run: Run<N>, inputs: &'a [&'a Operand<'a>], out: SlotInfo) -> Self {
-        assert_eq!(inputs.len() + 1, N, "one operand per input of the kernel");
-        TableKernel { run, inputs, out }
-    }
-}
-
-impl<const N: usize> BlockKernel<N> for TableKernel<'_, N> {
-    fn input(&self, k: usize) -> &Operand<'_> {
-        self.inputs[k - 1]
-    }
-
-    fn slot(&self) -> SlotInfo {
-        self.out
-    }
-
-    #[inline(always)]
-    unsafe fn block(&self, ptrs: [*mut u8; N], blk: Block<N>, _: &Cell<usize>) {
-        let size: [usize; N] = std::array::from_fn(|k| match k {
-            0 => self.out.size,
-            _ => self.inputs[k - 1].size,
-        });
-        let row = |r: usize| -> [*mut u8; N] {
-            // SAFETY: run `r < blk.rows` of the block starts at these elements, as the caller
-            // promised of the block.
-            std::array::from_fn(|k| unsafe {
-                ptrs[k].offset(r as isize * blk.step[k] * size[k] as isize)
-            })
-        };
-        if blk.inner.iter().all(|&s| s == 1) {
-            for r in 0..blk.rows {
-                // SAFETY: every operand's run is `blk.n` consecutive elements of its type.
-                unsafe { (self.run)(row(r), blk.n) };
-            }
-            return;
-        }
-        let mut buffers = [[MaybeUninit::<Line>::uninit(); PIECE_LINES]; N];
-        let buf: [*mut u8; N] = std::array::from_fn(|k| buffers[k].as_mut_ptr().cast());
-        for r in 0..blk.rows {
-            let start = row(r);
-            for first in (0..blk.n).step_by(PIECE) {
-                let m = PIECE.min(blk.n - first);
-                let mut at = [std::ptr::null_mut(); N];
-                for k in 0..N {
-                    let (s, z) = (blk.inner[k], size[k] as isize);
-                    // SAFETY: element `first` of run `r` of operand `k`.
-                    let from = unsafe { start[k].offset(first as isize * s * z) };
-                    at[k] = match s {
-                        1 => from,
-                        // A broadcast input's run repeats one element: the buffer is filled once
-                        // per run, as long as its longest piece.
-                        0 if k > 0 => {
-                            if first == 0 {
-                                // SAFETY: `from` is an element of input `k`; the buffer holds
-                                // `PIECE` elements of its size.
-                                unsafe {
-                                    copy_strided(from, 0, buf[k], z, blk.n.min(PIECE), size[k])
-                                };
-                            }
-                            buf[k]
-                        }
-                        _ if k > 0 => {
-                            // SAFETY: the piece's `m` elements of input `k` are elements of its
-                            // run; the buffer holds `PIECE >= m` of them.
-                            unsafe { copy_strided(from, s * z, buf[k], z, m, size[k]) };
-                            buf[k]
-                        }
-                        // The output, written to the buffer and copied out below.
-                        _ => buf[0],
-                    };
-                }
-                // SAFETY: each pointer addresses `m` consecutive elements of its operand's type:
-                // in place, or in this call's buffers (the inputs' copied in, so initialised).
-                unsafe { (self.run)(at, m) };
-                if blk.inner[0] != 1 {
-                    let (s, z) = (blk.inner[0], size[0] as isize);
-                    // SAFETY: the kernel wrote the piece's `m` output elements to the buffer;
-                    // their places are elements of the output's run, this thread's alone.
-                    unsafe {
-                        let to = start[0].offset(first as isize * s * z);
-                        copy_strided(buf[0], z, to, s * z, m, size[0]);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// Copies `n` elements of `size` bytes, `src` moving by `from` bytes and `dst` by `to`.
 ///
 /// # Safety
@@ -541,44 +363,6 @@ pub(super) unsafe fn copy_strided(
     }
 }
 
-/// Repeats element `r` of the `rows` consecutive elements at `src` into row `r` of `width`
-/// elements at `dst` (a value per row, broadcast along the rows), elements of `size` bytes.
-///
-/// # Safety
-/// `src` holds `rows` initialised elements and `dst` room for `rows * width`, each aligned for
-/// its size's stand-in; the two do not overlap.
-pub(super) unsafe fn splat_rows(
-    src: *const u8,
-    dst: *mut u8,
-    width: usize,
-    rows: usize,
-    size: usize,
-) {
-    /// # Safety
-    /// As `splat_rows`, for elements of `T`.
-    #[inline(always)]
-    unsafe fn splat<T: std::marker::Copy>(src: *const u8, dst: *mut u8, width: usize, rows: usize) {
-        // SAFETY: as the caller promised: `rows` elements read, `rows * width` slots written.
-        unsafe {
-            let out = std::slice::from_raw_parts_mut(dst.cast::<MaybeUninit<T>>(), rows * width);
-            for (r, row) in out.chunks_exact_mut(width.max(1)).enumerate() {
-                row.fill(MaybeUninit::new(src.cast::<T>().add(r).read()));
-            }
-        }
-    }
-    // SAFETY: as the caller promised, for the stand-in of that size.
-    unsafe {
-        match size {
-            1 => splat::<u8>(src, dst, width, rows),
-            2 => splat::<u16>(src, dst, width, rows),
-            4 => splat::<u32>(src, dst, width, rows),
-            8 => splat::<[u32; 2]>(src, dst, width, rows),
-            16 => splat::<[u64; 2]>(src, dst, width, rows),
-            _ => unreachable!("table kernels take elements of 1 to 16 bytes"),
-        }
-    }
-}
-
 /// A table kernel of any operand count.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Kernel {
@@ -586,8 +370,6 @@ pub(crate) enum Kernel {
     Map(Run<2>),
     /// Two inputs.
     Zip(Run<3>),
-    /// Two inputs, and the same function with a value per row as the second ([`RowRun`]).
-    ZipByRow(Run<3>, RowRun),
     /// Three inputs.
     Zip3(Run<4>),
 }
@@ -597,29 +379,23 @@ impl Kernel {
     pub(crate) fn inputs(self) -> usize {
         match self {
             Kernel::Map(_) => 1,
-            Kernel::Zip(_) | Kernel::ZipByRow(..) => 2,
+            Kernel::Zip(_) => 2,
             Kernel::Zip3(_) => 3,
         }
     }
 }
 
-impl From<Run<2>> for Kernel {
-    fn from(run: Run<2>) -> Self {
-        Kernel::Map(run)
-    }
+/// Each kernel of `N` operands is its variant.
+macro_rules! from_run {
+    ($($n:literal => $v:ident),*) => {$(
+        impl From<Run<$n>> for Kernel {
+            fn from(run: Run<$n>) -> Self {
+                Kernel::$v(run)
+            }
+        }
+    )*};
 }
-
-impl From<Run<3>> for Kernel {
-    fn from(run: Run<3>) -> Self {
-        Kernel::Zip(run)
-    }
-}
-
-impl From<Run<4>> for Kernel {
-    fn from(run: Run<4>) -> Self {
-        Kernel::Zip3(run)
-    }
-}
+from_run!(2 => Map, 3 => Zip, 4 => Zip3);
 
 /// `kernel` over `inputs`, seen at `shape`, into a fresh array of elements of `size` bytes
 /// aligned to `align`, in the memory order the inputs share (as [`super::collect`] lays out
@@ -637,21 +413,21 @@ pub(crate) unsafe fn collect(
     kernel: Kernel,
     inputs: &[&Operand<'_>],
 ) -> Result<alloc::Blank> {
-    let order = fresh_order(shape, inputs);
-    let mut out = alloc::Blank::new(op, size, align, shape, order.as_ref())?;
-    let slot = SlotInfo {
-        size,
-        needs_drop: false,
-        plain: true,
-    };
+    let strides: smallvec::SmallVec<[&[isize]; 4]> =
+        inputs.iter().map(|o| &o.strides[..]).collect();
+    let mut out = super::blank_like(op, (size, align), shape, &strides)?;
     // SAFETY: as the caller promised of the kernel and the inputs; the output is fresh and
-    // unique, of the elements the kernel writes, each of which the walk writes.
-    unsafe { write(out.operand(), slot, kernel, inputs, true) };
+    // unique, of the elements the kernel writes, each of which the chain writes.
+    unsafe { write(out.operand(), kernel, inputs) }?;
     Ok(out)
 }
 
-/// `kernel` over `inputs` into `out` (slots like `slot`; `fresh` when just allocated), every
-/// element written once.
+/// `kernel` over `inputs` into `out`, every element written once: a chain of one step on the
+/// row executor ([`rows::run`]), road 2's one executor.
+///
+/// # Errors
+/// [`crate::error::BroadcastError::Allocation`], having written nothing, when this thread's
+/// buffers for a tile cannot be allocated.
 ///
 /// # Safety
 /// `kernel` is a kernel for the inputs' element types and `out`'s, which has no drop glue;
@@ -659,33 +435,32 @@ pub(crate) unsafe fn collect(
 #[inline(never)]
 pub(crate) unsafe fn write(
     out: Operand<'_>,
-    slot: SlotInfo,
     kernel: Kernel,
     inputs: &[&Operand<'_>],
-    fresh: bool,
-) {
-    // SAFETY: as the caller promised.
-    unsafe {
-        match kernel {
-            Kernel::Map(run) => {
-                Engine::walk(out, &TableKernel::new(run, inputs, slot), fresh, None)
-            }
-            Kernel::Zip(run) | Kernel::ZipByRow(run, _) => {
-                Engine::walk(out, &TableKernel::new(run, inputs, slot), fresh, None)
-            }
-            Kernel::Zip3(run) => {
-                Engine::walk(out, &TableKernel::new(run, inputs, slot), fresh, None)
-            }
-        }
-    }
-}
-
-/// The memory order of a fresh output over `inputs` at `shape`.
-#[inline(never)]
-fn fresh_order(shape: &[usize], inputs: &[&Operand<'_>]) -> super::plan::Order {
-    let strides: smallvec::SmallVec<[&[isize]; 4]> =
-        inputs.iter().map(|o| &o.strides[..]).collect();
-    output_order(shape, &strides)
+) -> Result<()> {
+    let shape = out.shape;
+    let mut operands: Vec<Operand<'_>> = inputs.iter().map(|o| o.reborrow()).collect();
+    operands.push(out);
+    let n = inputs.len();
+    let sizes: Vec<usize> = operands.iter().map(|o| o.size).collect();
+    let (mut written, per_row) = (vec![false; n + 1], vec![false; n + 1]);
+    written[n] = true;
+    let steps = [rows::RowStep::Map {
+        kernel,
+        out: n,
+        args: [0, 1.min(n.saturating_sub(1)), 2.min(n.saturating_sub(1))],
+    }];
+    let chain = rows::RowChain {
+        operands: &operands,
+        written: &written,
+        per_row: &per_row,
+        sizes: &sizes,
+        steps: &steps,
+        identities: &[],
+    };
+    // SAFETY: as the caller promised: one step, the kernel of its registers' types, reading
+    // the inputs and writing the one output, which nothing else touches; at most four operands.
+    unsafe { rows::run(shape, &chain) }
 }
 
 #[cfg(test)]
@@ -709,24 +484,16 @@ mod tests {
         let kernel = Kernel::from(run2::<i64, Sub> as Run<3>);
         // SAFETY: a kernel of `i64`s over `i64` inputs seen at the output's shape, into a
         // unique view of `i64`s (written through `MaybeUninit`, which they need not be).
-        unsafe {
-            write(
-                Operand::output(out),
-                SlotInfo::of::<i64>(),
-                kernel,
-                &inputs,
-                false,
-            )
-        }
+        unsafe { write(Operand::output(out), kernel, &inputs) }.unwrap();
     }
 
-    /// Runs whose operands are not all unit-stride go in pieces through the buffers: inputs
-    /// gathered (a transpose too small to stage, a stepped slice), repeated (a broadcast column)
-    /// or read in place, outputs written in place or scattered (a stepped view), over runs
-    /// shorter and longer than a piece.
+    /// Operands that are not all unit-stride go through the tile's buffers: inputs gathered (a
+    /// transpose, a stepped slice), repeated (a broadcast column) or read in place, outputs
+    /// written in place or scattered (a stepped view), over rows shorter and longer than a
+    /// chunk (512 `i64`s).
     #[test]
     fn strided_runs_match_elementwise() {
-        for (m, n) in [(3, 5), (2, PIECE + 3), (7, 2 * PIECE)] {
+        for (m, n) in [(3, 5), (2, 515), (7, 1024), (40, 33)] {
             let x = Array2::from_shape_fn((m, n), |(i, j)| (i * 1000 + j) as i64);
             let xt = Array2::from_shape_fn((n, m).f(), |(j, i)| (i * 7 + j * 3) as i64);
             let col = Array2::from_shape_fn((m, 1), |(i, _)| 5 - i as i64);
@@ -804,93 +571,6 @@ mod tests {
         check(|i| [bits(i), !bits(i)]);
     }
 
-    /// A value per row read along its row ([`run2_rows`], each copy this CPU runs) gives the
-    /// bits of the same copy of the function over that value repeated along the row ([`run2`]),
-    /// for the functions programs give it: rows of one element, of a vector's worth and with
-    /// tails; NaNs (a NaN where it gives a NaN), zeros of both signs and infinities on both
-    /// sides.
-    #[test]
-    fn values_per_row_match_repeated_rows() {
-        macro_rules! function {
-            ($name:ident, $op:tt) => {
-                struct $name;
-                impl Elementwise<f32, 2> for $name {
-                    type Out = f32;
-                    fn f([a, b]: [f32; 2]) -> f32 {
-                        a $op b
-                    }
-                }
-            };
-        }
-        function!(Add, +);
-        function!(Sub, -);
-        function!(Mul, *);
-        function!(Div, /);
-        fn check<F: Elementwise<f32, 2, Out = f32>>() {
-            // (Only x86-64 adds its wide copies.)
-            #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-            let (mut by_rows, mut repeats): (Vec<RowRun>, Vec<Run<3>>) =
-                (vec![run2_rows::<f32, F>], vec![run2::<f32, F>]);
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
-                    by_rows.push(wide::avx2_rows::<f32, F>);
-                    repeats.push(wide::avx2_2::<f32, F>);
-                }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    by_rows.push(wide::avx512_rows::<f32, F>);
-                    repeats.push(wide::avx512_2::<f32, F>);
-                }
-            }
-            let nan = |payload: u32| f32::from_bits(0x7fc0_0000 | payload);
-            let special = [nan(1), -0.0, 0.0, f32::INFINITY, -1.5];
-            let per_row = [3.0, -0.0, f32::NEG_INFINITY, 0.5, 0.0, -nan(2)];
-            for (rows, width) in [(1, 1), (3, 7), (4, 16), (5, 33), (2, 100), (6, 20)] {
-                let a: Vec<f32> = (0..rows * width)
-                    .map(|i| match i % 11 {
-                        0..5 => special[i % 11],
-                        _ => i as f32 * 0.37 - 9.0,
-                    })
-                    .collect();
-                let b: Vec<f32> = (0..rows).map(|r| per_row[r % 6]).collect();
-                let repeated: Vec<f32> = (0..rows * width).map(|i| b[i / width]).collect();
-                let bits = |v: &[f32]| {
-                    let bits = |x: &f32| if x.is_nan() { 1 } else { x.to_bits() };
-                    v.iter().map(bits).collect::<Vec<_>>()
-                };
-                let ptrs = |out: &mut Vec<f32>, b: &[f32]| {
-                    [
-                        out.as_mut_ptr().cast(),
-                        a.as_ptr().cast_mut().cast(),
-                        b.as_ptr().cast_mut().cast(),
-                    ]
-                };
-                for (copy, (by_row, repeat)) in by_rows.iter().zip(&repeats).enumerate() {
-                    let (mut got, mut want) = (vec![1f32; rows * width], vec![1f32; rows * width]);
-                    // SAFETY: `rows * width` elements of the outputs, `a` and `repeated`; `rows`
-                    // of `b`; the kernels' types.
-                    unsafe {
-                        repeat(ptrs(&mut want, &repeated), rows * width);
-                        by_row(ptrs(&mut got, &b), rows, width);
-                    }
-                    assert_eq!(
-                        bits(&got),
-                        bits(&want),
-                        "copy {copy}, {rows} rows of {width}"
-                    );
-                }
-            }
-        }
-        check::<Add>();
-        check::<Sub>();
-        check::<Mul>();
-        check::<Div>();
-    }
-
-    /// The copies and selects move elements of every size by their bits.
-    #[cfg(feature = "stablehlo")]
     #[test]
     fn copies_and_selects_by_size() {
         for size in [1, 2, 4, 8, 16] {

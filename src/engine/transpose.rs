@@ -2,7 +2,7 @@
 //! loop) costs a cache line per element and a scalar load each, which no compiler vectorises,
 //! and with power-of-two row pitches every such line falls in one L1 set. The engine copies a
 //! slab of such an operand at a time, transposed, into a small buffer, reading it along its
-//! rows (or gathering it, when it is also sliced with a step along them), and then runs the
+//! rows, and then runs the
 //! ordinary unit-stride kernels over it. The copy moves bits, so it is only done for the
 //! primitive types whose values are their bits.
 
@@ -43,10 +43,10 @@ pub(super) fn plain_size<T>() -> Option<usize> {
 /// apart: `dst[r * pitch + c] = src[c * stride + r * step]` for `r < rows`, `c < cols`, for
 /// elements of `size` bytes (a size [`plain_size`] returned). A negative `pitch` writes the rows
 /// upwards from `dst` (how a source read backwards along its rows lands in order). With a
-/// `step` of 1, whole 8x8 blocks go through the register transposes and the edges of a shape
-/// that is not a multiple of 8 are copied one by one; with another step (a transpose sliced with
-/// a step), each staged row is gathered 8 (4-byte) or 4 (8-byte) elements at a time where
-/// [`gathers`] says so, else copied one by one.
+/// `step` of 1, whole 8x8 blocks go through the AVX register transposes (4- and 8-byte
+/// elements on a CPU with AVX2) or the portable 8x8 blocks, and the edges of a shape that is not
+/// a multiple of 8 are copied one by one; with another step (a transpose sliced with a step),
+/// it is copied one by one.
 ///
 /// # Safety
 /// `src` points at a plain element such that every `src[c * stride + r * step]` (`r < rows`,
@@ -62,18 +62,11 @@ pub(super) unsafe fn transpose_tile(
     shape: [usize; 2],
 ) {
     // SAFETY: the callee for the element size gets the caller's pointers and shape
-    // unchanged (its contract is this function's, for that size); the AVX and AVX2 copies are taken
-    // only where the CPU has been checked to have them.
+    // unchanged (its contract is this function's, for that size); the AVX copies are taken
+    // only where the CPU has been checked to have AVX2, and so AVX.
     unsafe {
         debug_assert!(shape[1] <= pitch.unsigned_abs());
         if step != 1 {
-            #[cfg(target_arch = "x86_64")]
-            if gathers(size, stride) {
-                return match size {
-                    4 => avx2::gather_32(src.cast(), stride, step, dst.cast(), pitch, shape),
-                    _ => avx2::gather_64(src.cast(), stride, step, dst.cast(), pitch, shape),
-                };
-            }
             return match size {
                 1 => one_by_one::<u8>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
                 2 => one_by_one::<u16>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
@@ -83,24 +76,18 @@ pub(super) unsafe fn transpose_tile(
             };
         }
         match size {
-            #[cfg(target_arch = "x86_64")]
-            1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, sse2::tile_8),
-            #[cfg(target_arch = "x86_64")]
-            2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, sse2::tile_16),
-            #[cfg(not(target_arch = "x86_64"))]
             1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u8>),
-            #[cfg(not(target_arch = "x86_64"))]
             2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u16>),
             4 => {
                 #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("avx") {
+                if super::kernel::simd() >= super::kernel::Simd::Avx2 {
                     return copy::<f32>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_32);
                 }
                 copy::<u32>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u32>)
             }
             8 => {
                 #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("avx") {
+                if super::kernel::simd() >= super::kernel::Simd::Avx2 {
                     return copy::<f64>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_64);
                 }
                 copy::<u64>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u64>)
@@ -108,23 +95,6 @@ pub(super) unsafe fn transpose_tile(
             _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
         }
     }
-}
-
-/// Whether [`transpose_tile`] gathers a stepped source of `size`-byte elements whose rows are
-/// `stride` elements apart: 4- and 8-byte elements on a CPU with AVX2, when the offsets of the
-/// 8 (or 4) source rows a gather reads fit its 32-bit indices. The engine stages a transpose
-/// sliced with a step only then: copied one by one, staging gains little over reading it in
-/// place (`docs/experiments.md`).
-pub(super) fn gathers(size: usize, stride: isize) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if (size == 4 || size == 8) && std::arch::is_x86_feature_detected!("avx2") {
-        let lanes = 32 / size as isize;
-        return stride
-            .checked_mul(lanes - 1)
-            .is_some_and(|last| i32::try_from(last).is_ok());
-    }
-    let _ = (size, stride);
-    false
 }
 
 /// [`transpose_tile`] element by element from column `from` on (any step).
@@ -250,100 +220,6 @@ unsafe fn blocks<U: Copy>(
     }
 }
 
-/// Register transposes of 1- and 2-byte elements with SSE2 (part of every x86_64 CPU): an 8x8
-/// block moves with eight 8- or 16-byte loads, three rounds of interleaves and eight stores, a
-/// third to a quarter of the element-by-element copy's time (`docs/experiments.md`).
-#[cfg(target_arch = "x86_64")]
-mod sse2 {
-    use std::arch::x86_64::*;
-
-    /// # Safety
-    /// As [`super::transpose_tile`] for 1-byte elements, with `rows` and `cols` multiples of 8.
-    pub(super) unsafe fn tile_8(
-        src: *const u8,
-        stride: isize,
-        dst: *mut u8,
-        p: isize,
-        [rows, cols]: [usize; 2],
-    ) {
-        // SAFETY: the caller's contract is `for_blocks`'s for n = 8; each 8-byte load reads
-        // source row k < 8 of a block and each 8-byte store writes its destination row j < 8.
-        // SSE2 is part of every x86_64 CPU, and the unaligned loads and stores need no alignment.
-        unsafe {
-            super::for_blocks(8, src, stride, dst, p, [rows, cols], |s, d| {
-                // Source row k of the block, its 8 elements, in the low half of a register.
-                let row = |k: isize| _mm_loadl_epi64(s.offset(k * stride).cast());
-                // Interleave bytes of row pairs, then 2-byte pairs of those, then 4-byte quads:
-                // after the last round each half of a register is one column of the block.
-                let b01 = _mm_unpacklo_epi8(row(0), row(1));
-                let b23 = _mm_unpacklo_epi8(row(2), row(3));
-                let b45 = _mm_unpacklo_epi8(row(4), row(5));
-                let b67 = _mm_unpacklo_epi8(row(6), row(7));
-                let w = [
-                    _mm_unpacklo_epi16(b01, b23),
-                    _mm_unpackhi_epi16(b01, b23),
-                    _mm_unpacklo_epi16(b45, b67),
-                    _mm_unpackhi_epi16(b45, b67),
-                ];
-                let cols = [
-                    _mm_unpacklo_epi32(w[0], w[2]),
-                    _mm_unpackhi_epi32(w[0], w[2]),
-                    _mm_unpacklo_epi32(w[1], w[3]),
-                    _mm_unpackhi_epi32(w[1], w[3]),
-                ];
-                for (j, v) in cols.into_iter().enumerate() {
-                    let j = 2 * j as isize;
-                    _mm_storel_epi64(d.offset(j * p).cast(), v);
-                    _mm_storel_epi64(d.offset((j + 1) * p).cast(), _mm_unpackhi_epi64(v, v));
-                }
-            });
-        }
-    }
-
-    /// # Safety
-    /// As [`super::transpose_tile`] for 2-byte elements, with `rows` and `cols` multiples of 8.
-    pub(super) unsafe fn tile_16(
-        src: *const u16,
-        stride: isize,
-        dst: *mut u16,
-        p: isize,
-        [rows, cols]: [usize; 2],
-    ) {
-        // SAFETY: as in `tile_8`, with 16-byte loads and stores of 8 two-byte elements.
-        unsafe {
-            super::for_blocks(8, src, stride, dst, p, [rows, cols], |s, d| {
-                let row = |k: isize| _mm_loadu_si128(s.offset(k * stride).cast());
-                // Interleave 2-byte elements of row pairs, 4-byte pairs, then 8-byte quads.
-                let r = [
-                    (row(0), row(1)),
-                    (row(2), row(3)),
-                    (row(4), row(5)),
-                    (row(6), row(7)),
-                ];
-                let lo = r.map(|(a, b)| _mm_unpacklo_epi16(a, b));
-                let hi = r.map(|(a, b)| _mm_unpackhi_epi16(a, b));
-                let q = [
-                    _mm_unpacklo_epi32(lo[0], lo[1]),
-                    _mm_unpackhi_epi32(lo[0], lo[1]),
-                    _mm_unpacklo_epi32(hi[0], hi[1]),
-                    _mm_unpackhi_epi32(hi[0], hi[1]),
-                ];
-                let h = [
-                    _mm_unpacklo_epi32(lo[2], lo[3]),
-                    _mm_unpackhi_epi32(lo[2], lo[3]),
-                    _mm_unpacklo_epi32(hi[2], hi[3]),
-                    _mm_unpackhi_epi32(hi[2], hi[3]),
-                ];
-                for j in 0..4 {
-                    let at = |k: usize| d.offset(k as isize * p).cast::<__m128i>();
-                    _mm_storeu_si128(at(2 * j), _mm_unpacklo_epi64(q[j], h[j]));
-                    _mm_storeu_si128(at(2 * j + 1), _mm_unpackhi_epi64(q[j], h[j]));
-                }
-            });
-        }
-    }
-}
-
 /// Register transposes with AVX (chosen at run time): an 8x8 block of 4-byte elements or a 4x4
 /// block of 8-byte elements moves with one load and one store per row.
 #[cfg(target_arch = "x86_64")]
@@ -412,71 +288,6 @@ mod avx {
         _mm_loadu_pd, _mm256_castpd128_pd256, _mm256_insertf128_pd, _mm256_storeu_pd,
         |r| [_mm256_unpacklo_pd(r[0], r[1]), _mm256_unpackhi_pd(r[0], r[1])]
     }
-}
-
-/// Gathers for stepped sources (chosen at run time, see [`gathers`]): each staged row of 8
-/// 4-byte or 4 8-byte elements, one from each of as many source rows, is one gather and one
-/// store; no shuffles: about a third of the time of reading such a source in place
-/// (`docs/experiments.md`).
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use std::arch::x86_64::*;
-
-    /// One gather function per element width: `$lanes` source rows per gather, the offsets
-    /// `k * stride` (k < `$lanes`) loaded by `$load`.
-    macro_rules! gather {
-        ($name:ident, $t:ty, $lanes:literal, $load:ident, $gather:ident, $store:ident) => {
-            /// # Safety
-            #[doc = concat!("As [`super::transpose_tile`] for `", stringify!($t), "` elements, on a CPU with AVX2, with")]
-            #[doc = concat!("`(", stringify!($lanes), " - 1) * stride` in `i32`.")]
-            #[target_feature(enable = "avx2")]
-            pub(super) unsafe fn $name(
-                src: *const $t,
-                stride: isize,
-                step: isize,
-                dst: *mut $t,
-                p: isize,
-                [rows, cols]: [usize; 2],
-            ) {
-                // SAFETY: each gather reads `from[r * step + k * stride]` for every lane k:
-                // source elements `(r, c0 + k)` of the caller's shape, with offsets that fit `i32`
-                // as the caller promised; each store writes one register of destination row `r`
-                // at columns `c0..c0 + lanes <= cols`. The offsets' load reads the local array.
-                // The caller checked that the CPU has AVX2; the edge goes element by element.
-                unsafe {
-                    let offsets: [i32; $lanes] = std::array::from_fn(|k| k as i32 * stride as i32);
-                    let at = $load(offsets.as_ptr().cast());
-                    let whole = cols / $lanes * $lanes;
-                    for c0 in (0..whole).step_by($lanes) {
-                        let from = src.offset(c0 as isize * stride);
-                        for r in 0..rows as isize {
-                            // The staged row's next columns, one per lane.
-                            let v = $gather::<{ size_of::<$t>() as i32 }>(from.offset(r * step), at);
-                            $store(dst.offset(r * p + c0 as isize), v);
-                        }
-                    }
-                    super::one_by_one::<$t>(src, stride, step, dst, p, [rows, cols], whole);
-                }
-            }
-        };
-    }
-
-    gather!(
-        gather_32,
-        f32,
-        8,
-        _mm256_loadu_si256,
-        _mm256_i32gather_ps,
-        _mm256_storeu_ps
-    );
-    gather!(
-        gather_64,
-        f64,
-        4,
-        _mm_loadu_si128,
-        _mm256_i32gather_pd,
-        _mm256_storeu_pd
-    );
 }
 
 #[cfg(test)]
@@ -598,7 +409,7 @@ mod tests {
         }
     }
 
-    /// Whole 8-column groups and edges, rows of any count (gathers need no multiple of 8).
+    /// Whole 8-column groups and edges, rows of any count.
     const STEPPED: [[usize; 2]; 6] = [[16, TILE], [16, 29], [13, 8], [1, 1], [5, 3], [16, 36]];
 
     #[test]
@@ -623,30 +434,12 @@ mod tests {
         check_stepped(|i| i as f64, dispatch, &STEPPED);
         check_stepped(|i| i as i64, dispatch, &STEPPED);
         check_stepped(|i| i % 3 == 0, dispatch, &STEPPED);
-        // The one-by-one copy that gathers fall back on (and finish the edges with).
+        // The one-by-one copy itself.
         let portable = |src, stride, step, dst, p, shape| {
             // SAFETY: as above.
             unsafe { one_by_one::<u64>(src, stride, step, dst, p, shape, 0) }
         };
         check_stepped(|i| i as u64, portable, &STEPPED);
-    }
-
-    #[test]
-    fn gathers_need_32_bit_offsets() {
-        #[cfg(target_arch = "x86_64")]
-        let avx2 = std::arch::is_x86_feature_detected!("avx2");
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx2 = false;
-        assert_eq!(gathers(4, 1000), avx2);
-        assert_eq!(gathers(8, -1000), avx2);
-        // The last of 8 (4) source rows must be within i32 elements of the first.
-        let max = i32::MAX as isize;
-        assert_eq!(gathers(4, max / 7), avx2);
-        assert!(!gathers(4, max / 7 + 1));
-        assert_eq!(gathers(8, max / 3), avx2);
-        assert!(!gathers(8, max / 3 + 1));
-        assert!(!gathers(4, isize::MIN));
-        assert!(!gathers(1, 1000) && !gathers(2, 1000));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use ndarray::{Array, ArrayRef, ArrayView, ArrayViewMut, Dimension, IxDyn};
 
 use super::Layout;
 use crate::element::XlaOrd;
-use crate::engine::{self, Fresh, Map, Seen, Src};
+use crate::engine::{self, Fresh, Map, Src};
 use crate::error::{BroadcastError, Result};
 
 /// A zero-copy view of `buffer`, an array of `dims` in `layout` (padding skipped).
@@ -98,11 +98,7 @@ pub fn to_buffer<A: XlaOrd, D: Dimension>(
             format!("ndarray refused the strides: {e}"),
         )
     })?;
-    engine::into(
-        &mut out,
-        &Map::new(&|x: A| x, &Src::of(array)),
-        Seen::Placed,
-    );
+    engine::into(&mut out, &Map::new(&|x: A| x, &Src::of(array)));
     // SAFETY: without padding the layout's strides map the array's elements one-to-one onto
     // 0..len, all written by the engine pass; with padding every slot was written first.
     unsafe { buffer.set_len(len) };

@@ -5,9 +5,7 @@
 //! First, reductions over the last dim gather the elementwise nodes around them into row
 //! chains (`Program::row_chains`): the nodes at the reduced shape's full shape and, per row,
 //! at its outer shape, so that a layer norm, a softmax or attention scores run a tile of rows
-//! through every step. Reductions over leading dims do the same where the chain reads their
-//! values back along its rows (a softmax over the first dim, a batch norm): per column, at
-//! the trailing dims, run by [`crate::engine::columns`]. Then the other elementwise nodes of
+//! through every step. Then the other elementwise nodes of
 //! one shape whose operands are computed before them (or among them) join a group, a chain
 //! without folds. A chain closes when something outside it reads one of its members (a
 //! reduction over another dim, another shape's chain): that member is then written to an
@@ -21,11 +19,10 @@ use std::sync::Mutex;
 
 use super::eval::{eval, kernel, mismatch, placements, Placements};
 use super::{ElementType, Held, Op, Program, Reduction, Tensor, TensorView, Unwritten, Value};
-use crate::engine::columns;
 use crate::engine::rows::{self, RowStep, MAX_OPERANDS};
-use crate::engine::table::{self, Kernel};
+use crate::engine::table::Kernel;
+use crate::engine::Operand;
 use crate::engine::Strides;
-use crate::engine::{Operand, SlotInfo};
 use crate::error::{BroadcastError, Result};
 use crate::shape::iota;
 
@@ -155,8 +152,6 @@ struct Rows {
     /// For each of `outputs`, whether nothing after the chain reads it.
     last_use: Vec<bool>,
     per_row: Vec<bool>,
-    /// The dims its folds fold away (a chain without folds: the last, which it has none of).
-    folded: Folded,
     sizes: Vec<usize>,
     steps: Vec<RowStep>,
     /// The rank-0 tensors the folds start from.
@@ -172,39 +167,15 @@ struct RowInput {
     per_row: bool,
 }
 
-/// The dims of a chain's shape that its folds fold away: the last (rows), or the first `k`
-/// (columns: the per-row values are then per column, at the trailing dims).
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Folded {
-    Last,
-    Leading(usize),
-}
-
-impl Folded {
-    /// What a reduction over `axes` of a value of rank `rank` folds, if a chain can take it.
-    fn of(axes: &[usize], rank: usize) -> Option<Folded> {
-        let leading = axes.iter().enumerate().all(|(d, &a)| a == d);
-        match axes.len() {
-            1 if rank > 0 && axes[0] == rank - 1 => Some(Folded::Last),
-            k if leading && k > 0 && k < rank => Some(Folded::Leading(k)),
-            _ => None,
-        }
-    }
-
-    /// The dims of a chain's shape of rank `rank` that its per-row values span.
-    fn kept(self, rank: usize) -> std::ops::Range<usize> {
-        match self {
-            Folded::Last => 0..rank.saturating_sub(1),
-            Folded::Leading(k) => k..rank,
-        }
-    }
+/// Whether a reduction over `axes` of a value of rank `rank` folds its rows (the last dim),
+/// which a row chain can take.
+fn folds_rows(axes: &[usize], rank: usize) -> bool {
+    rank > 0 && axes == [rank - 1]
 }
 
 /// A row chain while the program is read.
 struct RowBuild {
     shape: Vec<usize>,
-    /// What its folds fold: `None` until one joins.
-    folded: Option<Folded>,
     /// Its first member: every value it reads from outside comes before it.
     first: usize,
     members: Vec<usize>,
@@ -251,15 +222,12 @@ struct Building {
 /// Intermediates (registers from `first_temp` on) share buffers once their last reader has run
 /// (numexpr's temporaries), so a chain's working set stays a few tiles, in L1/L2: each step's
 /// output takes the first free buffer of its kind (full or per row) and element size. A step
-/// never writes a buffer it reads. Without `share_per_row`, each per-row register keeps its
-/// own: a chain that folds leading dims reads them again in a later sweep over its rows
-/// ([`crate::engine::columns`]).
+/// never writes a buffer it reads.
 fn share_temps(
     steps: &mut [RowStep],
     sizes: &mut Vec<usize>,
     per_row: &mut Vec<bool>,
     first_temp: usize,
-    share_per_row: bool,
 ) {
     let reads = |st: &RowStep, r: usize| match *st {
         RowStep::Map { kernel, args, .. } => args[..kernel.inputs()].contains(&r),
@@ -281,9 +249,8 @@ fn share_temps(
             continue;
         }
         let last = steps.iter().rposition(|st| reads(st, r));
-        let shares = share_per_row || !per_row[r];
         let free = slots.iter().position(|&(size, kind, end)| {
-            shares && kind == per_row[r] && size == sizes[r] && end.is_some_and(|e| e < k)
+            kind == per_row[r] && size == sizes[r] && end.is_some_and(|e| e < k)
         });
         let slot = match free {
             Some(f) => {
@@ -604,7 +571,7 @@ impl Program {
         match &node.op {
             Op::Reduce { op, x, axes } => {
                 let shape = &self.nodes[x.index].shape;
-                let rows = Folded::of(axes, shape.len()).is_some();
+                let rows = folds_rows(axes, shape.len());
                 let folds = self.nodes[x.index].ty.fold_kernel(*op).is_some();
                 let dims = iota(shape.len()).to_vec();
                 (rows && folds).then(|| (shape.clone(), vec![(*x, dims)]))
@@ -633,18 +600,9 @@ impl Program {
         let node = &self.nodes[i];
         let rank = b.shape.len();
         let full = node.shape == b.shape;
-        // The chain's folds, or those this node brings.
-        let folded = match &node.op {
-            Op::Reduce { x, axes, .. } => {
-                let brings = Folded::of(axes, self.nodes[x.index].shape.len());
-                if b.folded.is_some() && b.folded != brings {
-                    return false;
-                }
-                brings
-            }
-            _ => b.folded,
-        };
-        let kept = folded.map(|f| f.kept(rank));
+        // Per-row values (over the kept dims) come with the chain's folds, or this node's.
+        let folds = b.folds > 0 || matches!(node.op, Op::Reduce { .. });
+        let kept = folds.then_some(0..rank.saturating_sub(1));
         let per_row = kept.clone().is_some_and(|k| node.shape[..] == b.shape[k]);
         let member = |v: &Value| chain_of[v.index] == Some(g);
         let before = |v: &Value| {
@@ -681,38 +639,9 @@ impl Program {
     /// chains without a reduction are left to the groups.
     #[inline(never)]
     fn row_chains(&self) -> Vec<RowBuild> {
-        // A chain over leading dims pays where a value it folds is read back along its rows
-        // (a softmax, a batch norm): then what the folds read never reaches memory. A
-        // reduction whose value only leaves its chain (a bias gradient) runs as before, after
-        // the group of its operand (`docs/experiments.md`, "Column chains"); the chains are
-        // gathered again without it, so that the nodes it took join the chains they would have.
-        let mut left_out = vec![false; self.nodes.len()];
-        loop {
-            let chains = self.row_chains_but(&left_out);
-            let mut again = false;
-            for c in chains.iter().filter(|c| c.folded != Some(Folded::Last)) {
-                if !self.reads_back(c) {
-                    let folds = |&&m: &&usize| matches!(self.nodes[m].op, Op::Reduce { .. });
-                    for &m in c.members.iter().filter(folds) {
-                        left_out[m] = true;
-                        again = true;
-                    }
-                }
-            }
-            if !again {
-                return chains;
-            }
-        }
-    }
-
-    /// [`Program::row_chains`], the reductions `left_out` says starting none.
-    fn row_chains_but(&self, left_out: &[bool]) -> Vec<RowBuild> {
         let mut chain_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
         let mut chains: Vec<RowBuild> = Vec::new();
         for i in 0..self.nodes.len() {
-            if left_out[i] {
-                continue;
-            }
             let Some((shape, reads)) = self.row_node(i) else {
                 continue;
             };
@@ -732,7 +661,6 @@ impl Program {
                 None => {
                     chains.push(RowBuild {
                         shape,
-                        folded: None,
                         first: i,
                         members: Vec::new(),
                         folds: 0,
@@ -746,29 +674,13 @@ impl Program {
                 }
             };
             chains[g].members.push(i);
-            if let Op::Reduce { x, axes, .. } = &self.nodes[i].op {
+            if let Op::Reduce { .. } = &self.nodes[i].op {
                 chains[g].folds += 1;
-                chains[g].folded = Folded::of(axes, self.nodes[x.index].shape.len());
             }
             chain_of[i] = Some(g);
         }
         chains.retain(|c| c.folds > 0);
         chains
-    }
-
-    /// Whether a node of chain `c` at its full shape reads a per-row member.
-    fn reads_back(&self, c: &RowBuild) -> bool {
-        c.members.iter().any(|&i| {
-            let node = &self.nodes[i];
-            node.shape == c.shape
-                && !matches!(node.op, Op::Reduce { .. })
-                && node
-                    .op
-                    .operands()
-                    .into_iter()
-                    .flatten()
-                    .any(|v| c.members.contains(&v.index) && self.nodes[v.index].shape != c.shape)
-        })
     }
 
     /// The row chain of `b`, writing the members `needed` says to arrays.
@@ -855,15 +767,8 @@ impl Program {
                 }
             });
         }
-        let share_per_row = b.folded == Some(Folded::Last);
         let first_temp = base + outputs.len();
-        share_temps(
-            &mut steps,
-            &mut sizes,
-            &mut per_row,
-            first_temp,
-            share_per_row,
-        );
+        share_temps(&mut steps, &mut sizes, &mut per_row, first_temp);
         Ok(Rows {
             shape: b.shape.clone(),
             members: b.members.clone(),
@@ -873,7 +778,6 @@ impl Program {
             last_use: vec![true; outputs.len()],
             outputs,
             per_row,
-            folded: b.folded.unwrap_or(Folded::Last),
             sizes,
             steps,
             identities,
@@ -980,13 +884,7 @@ impl Program {
             });
         }
         let mut per_row = vec![false; sizes.len()];
-        share_temps(
-            &mut steps,
-            &mut sizes,
-            &mut per_row,
-            base + outputs.len(),
-            true,
-        );
+        share_temps(&mut steps, &mut sizes, &mut per_row, base + outputs.len());
         Ok(Rows {
             shape: shape.to_vec(),
             members: members.to_vec(),
@@ -996,7 +894,6 @@ impl Program {
             last_use: vec![true; outputs.len()],
             outputs,
             per_row,
-            folded: Folded::Last,
             sizes,
             steps,
             identities: Vec::new(),
@@ -1274,18 +1171,15 @@ impl Executable {
             Some(j) => &layout[j][..],
             None => value(v).strides(),
         };
-        // Where `Program::run` folds a source over its last dim along contiguous rows, or over
-        // its leading dims row after row of a row-major array, the chain folds in its order.
-        let in_order = |v: usize| match r.folded {
-            Folded::Last => n == 1 || laid(v)[rank - 1] == 1,
-            Folded::Leading(_) => columns::row_major(&r.shape, laid(v)),
-        };
-        let mut by_rows = r.shape.iter().all(|&d| d > 0)
+        // Where `Program::run` folds a source over its last dim along contiguous rows, the
+        // chain folds in its order.
+        let in_order = |v: usize| n == 1 || laid(v)[rank - 1] == 1;
+        let by_rows = r.shape.iter().all(|&d| d > 0)
             && r.members.iter().zip(&r.reads).all(|(&i, read)| {
                 !matches!(program.nodes[i].op, Op::Reduce { .. }) || in_order(read[0].0.index)
             });
         // The inputs, each at the chain's shape or, per row, at the kept dims.
-        let per_row_at = &r.shape[r.folded.kept(rank)];
+        let per_row_at = &r.shape[..rank.saturating_sub(1)];
         let place_inputs = || -> Result<Vec<Operand<'_>>> {
             let mut placed = Vec::with_capacity(r.sizes.len());
             for input in &r.inputs {
@@ -1308,22 +1202,6 @@ impl Executable {
                 let same = direct[d].strides() == &member_layout(r.outputs[k])[..];
                 *to = (r.last_use[k] || same).then_some(d);
             }
-        }
-        if let (Folded::Leading(k), true) = (r.folded, by_rows) {
-            // A tile of columns reads each input and writes each output along its rows.
-            let mut lays: Vec<(&[isize], bool, bool)> = Vec::with_capacity(r.sizes.len());
-            let placed = place_inputs()?;
-            for (o, input) in placed.iter().zip(&r.inputs) {
-                lays.push((&o.strides, input.per_row, false));
-            }
-            for (j, &m) in r.outputs.iter().enumerate() {
-                let strides = match target[j] {
-                    Some(d) => direct[d].strides(),
-                    None => &member_layout(m)[..],
-                };
-                lays.push((strides, r.per_row[r.inputs.len() + j], true));
-            }
-            by_rows = crate::engine::columns::fits(&r.shape, k, &lays);
         }
         if !by_rows {
             for &i in &r.members {
@@ -1348,7 +1226,6 @@ impl Executable {
         {
             let mut operands = place_inputs()?;
             operands.reserve(r.outputs.len());
-            let allocated = fresh.iter().any(|(_, t)| matches!(t, Member::Fresh(_)));
             let mut fresh_iter = fresh.iter_mut();
             let mut slots: Vec<Option<&mut Tensor>> = Vec::with_capacity(direct.len());
             for t in direct.iter_mut() {
@@ -1363,7 +1240,7 @@ impl Executable {
                     },
                 });
             }
-            Self::run_chain(r, operands, allocated)?;
+            Self::run_chain(r, operands)?;
         }
         for (m, t) in fresh {
             let t = match t {
@@ -1383,68 +1260,31 @@ impl Executable {
         Ok(())
     }
 
-    /// Row chain `r` over its placed `operands` (its inputs, then its outputs' arrays;
-    /// `allocated` where any is fresh): one op as the engine's walk of its kernel, else the row
-    /// or column executor.
-    fn run_chain(r: &Rows, mut operands: Vec<Operand<'_>>, allocated: bool) -> Result<()> {
+    /// Row chain `r` over its placed `operands` (its inputs, then its outputs' arrays) on the
+    /// row executor.
+    fn run_chain(r: &Rows, operands: Vec<Operand<'_>>) -> Result<()> {
         let mut written = vec![false; r.inputs.len()];
         written.resize(operands.len(), true);
-        let mut final_output = vec![false; r.inputs.len()];
-        final_output.extend_from_slice(&r.last_use);
         let mut identities = Vec::with_capacity(r.identities.len());
         for t in &r.identities {
             identities.push(crate::engine::Shared(t.first_element().cast_mut()));
         }
-        let one = match &r.steps[..] {
-            [RowStep::Map { kernel, out, args }] if r.outputs.len() == 1 => {
-                (*out == r.inputs.len()).then_some((*kernel, *args))
-            }
-            _ => None,
+        let chain = rows::RowChain {
+            operands: &operands,
+            written: &written,
+            per_row: &r.per_row,
+            sizes: &r.sizes,
+            steps: &r.steps,
+            identities: &identities,
         };
-        if let Some((kernel, args)) = one {
-            // One op: the engine's walk of its kernel, as the op called directly takes (no
-            // chunks to stage through).
-            let out = operands.pop().expect("the step's output");
-            let mut inputs: Vec<&Operand<'_>> = Vec::with_capacity(3);
-            for &a in &args[..kernel.inputs()] {
-                inputs.push(&operands[a]);
-            }
-            let slot = SlotInfo {
-                size: r.sizes[r.inputs.len()],
-                needs_drop: false,
-                plain: true,
-            };
-            // SAFETY: the kernel was chosen for its operands' types (`Program::group`),
-            // plain numbers; its output is the chain's one member, a fresh array or the
-            // caller's (borrowed mutably, distinct from the inputs) of the chain's shape;
-            // the inputs are placed at it.
-            unsafe { table::write(out, slot, kernel, &inputs, allocated) };
-        } else {
-            let chain = rows::RowChain {
-                operands: &operands,
-                written: &written,
-                final_output: &final_output,
-                per_row: &r.per_row,
-                sizes: &r.sizes,
-                steps: &r.steps,
-                identities: &identities,
-            };
-            match r.folded {
-                // SAFETY: the kernels and folds were chosen for their registers' types
-                // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor
-                // of its type; each step reads inputs or earlier steps' registers and each
-                // member is written by its one step; the outputs are fresh arrays or the
-                // caller's (borrowed mutably, distinct from the inputs) of their members'
-                // shapes; the inputs are placed at the chain's shape or, per row, at its
-                // outer shape; a chain with folds has no dim of size 0, one without at most
-                // `MAX_OPERANDS` operands (`Program::compile` bounds its groups).
-                Folded::Last => unsafe { rows::run(&r.shape, &chain) }?,
-                // SAFETY: as above, the per-row registers being per column (at the trailing
-                // dims), none sharing another's buffer (`Program::rows`); `fits` held.
-                Folded::Leading(k) => unsafe { columns::run(&r.shape, k, &chain) }?,
-            }
-        }
-        Ok(())
+        // SAFETY: the kernels and folds were chosen for their registers' types
+        // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor of its
+        // type; each step reads inputs or earlier steps' registers and each member is written
+        // by its one step; the outputs are fresh arrays or the caller's (borrowed mutably,
+        // distinct from the inputs) of their members' shapes; the inputs are placed at the
+        // chain's shape or, per row, at its outer shape; a chain with folds has no dim of size
+        // 0, one without at most `MAX_OPERANDS` operands (`Program::compile` bounds its groups).
+        unsafe { rows::run(&r.shape, &chain) }
     }
 }
 
@@ -1503,21 +1343,18 @@ mod tests {
         p
     }
 
-    /// `exe`'s results, allocating and into the results' shapes, with every output streamed:
-    /// `p`'s bits, as `Program::run` gives them.
-    fn check_streamed(p: &Program, exe: &Executable, inputs: &[Tensor], name: &str) {
+    /// `exe`'s results, allocating and into the results' shapes: `p`'s bits, as
+    /// `Program::run` gives them.
+    fn check_both(p: &Program, exe: &Executable, inputs: &[Tensor], name: &str) {
         let want = p.run(inputs).unwrap();
-        let (got, into) = crate::engine::with_streaming(|| {
-            let got = exe.run(inputs).unwrap();
-            let mut into = want.clone();
-            for t in &mut into {
-                if let Tensor::F32(a) = t {
-                    a.fill(0.0);
-                }
+        let got = exe.run(inputs).unwrap();
+        let mut into = want.clone();
+        for t in &mut into {
+            if let Tensor::F32(a) = t {
+                a.fill(0.0);
             }
-            exe.run_into(inputs, &mut into).unwrap();
-            (got, into)
-        });
+        }
+        exe.run_into(inputs, &mut into).unwrap();
         assert_eq!(got, want, "{name}");
         assert_eq!(into, want, "{name} into");
     }
@@ -1581,13 +1418,12 @@ mod tests {
         assert_eq!(exe.run(&inputs).unwrap(), p.run(&inputs).unwrap());
     }
 
-    /// Chains without folds at the sizes that stream their outputs (lowered here), where they
-    /// fetch their inputs ahead of their steps: GELU in chunks of its one dim (the output
-    /// copied out of the buffer, or written in place when a later sum over the rows reads it)
-    /// and in tiles of whole rows; `relu(x + b)` with `b` a row, in chunks of each row;
-    /// `Program::run`'s results, allocating and into the caller's arrays.
+    /// Chains without folds: GELU in chunks of long rows (its output written in place, also
+    /// where a later sum over the rows reads it) and in tiles of whole rows; `relu(x + b)` with
+    /// `b` a row, in chunks of each row; `Program::run`'s results, allocating and into the
+    /// caller's arrays.
     #[test]
-    fn prefetching_chains_without_folds_match_run() {
+    fn chains_without_folds_match_run() {
         let value = |i: usize| ((i * 37) % 101) as f32 * 0.07 - 3.5;
         let array = |shape: &[usize], from: usize| {
             let n: usize = shape.iter().product();
@@ -1619,23 +1455,20 @@ mod tests {
         for (p, inputs) in cases {
             let want = p.run(&inputs).unwrap();
             let exe = p.compile().unwrap();
-            let (got, into) = crate::engine::with_streaming(|| {
-                let mut into = want.clone();
-                exe.run_into(&inputs, &mut into).unwrap();
-                (exe.run(&inputs).unwrap(), into)
-            });
+            let mut into = want.clone();
+            exe.run_into(&inputs, &mut into).unwrap();
+            let got = exe.run(&inputs).unwrap();
             let shape = inputs[0].shape().to_vec();
             assert_eq!(got, want, "{} {shape:?}", p.name());
             assert_eq!(into, want, "{} {shape:?} into", p.name());
         }
     }
 
-    /// A row chain whose outputs are streamed (non-temporal stores from the tile's buffer), and
-    /// whose tiles fetch the next tile's rows ahead, gives `Program::run`'s results, allocating
-    /// and into the caller's arrays: in tiles of rows, and a row at a time over rows of 600 and
-    /// 1,030 (of rank 3: the row's place carried over two outer dims).
+    /// A row chain gives `Program::run`'s results, allocating and into the caller's arrays: in
+    /// tiles of rows, and a row at a time over rows of 600 and 1,030 (of rank 3: the row's
+    /// place carried over two outer dims).
     #[test]
-    fn streamed_row_chains_match_run() {
+    fn row_chains_match_run() {
         for shape in [
             &[6usize, 40][..],
             &[5, 3, 33],
@@ -1651,27 +1484,7 @@ mod tests {
             let x = Tensor::from(ArrayD::from_shape_vec(shape, values).unwrap());
             let exe = p.compile().unwrap();
             assert!(exe.stages.iter().any(|s| matches!(s, Stage::Rows(_))));
-            check_streamed(&p, &exe, &[x], &format!("{shape:?}"));
-        }
-    }
-
-    /// A softmax over leading dims whose outputs stream runs in sweeps, keeping `exp(x - max)`
-    /// in its output's memory (copied there, and the output copied out, with non-temporal
-    /// stores), the maximum a second output: `run`'s bits, where a tile of every row would fit.
-    #[test]
-    fn streamed_column_chains_match_run() {
-        for (shape, k) in [(&[300usize, 40][..], 1), (&[6, 50, 33], 2), (&[70, 9], 1)] {
-            let lead: Vec<usize> = (0..k).collect();
-            let p = softmax_over(shape, &lead);
-            let n: usize = shape.iter().product();
-            let values: Vec<f32> = (0..n)
-                .map(|i| ((i * 41) % 29) as f32 * 0.25 - 3.0)
-                .collect();
-            let x = Tensor::from(ArrayD::from_shape_vec(shape, values).unwrap());
-            let exe = p.compile().unwrap();
-            let leading = |s: &Stage| matches!(s, Stage::Rows(r) if r.folded != Folded::Last);
-            assert!(exe.stages.iter().any(leading), "{shape:?}: no chain");
-            check_streamed(&p, &exe, &[x], &format!("{shape:?} over {k} dims"));
+            check_both(&p, &exe, &[x], &format!("{shape:?}"));
         }
     }
 }

@@ -47,7 +47,6 @@ pub mod sharding;
 pub use sharding::{Mesh, PartitionSpec};
 mod eval;
 mod export;
-mod math;
 mod tensor;
 use eval::eval;
 pub use tensor::{ElementType, Kind, StableHloElement, Tensor, TensorView};

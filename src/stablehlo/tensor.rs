@@ -8,7 +8,7 @@ use super::eval::{self, Kernels};
 use super::{type_error, Binary, Direction, Reduction, Unary};
 use crate::element::XlaElement;
 use crate::engine::reduce::FoldFn;
-use crate::engine::table::{self, Kernel, RowRun, Run};
+use crate::engine::table::{self, Kernel, Run};
 use crate::engine::{Blank, Operand, Src};
 use crate::error::{BroadcastError, Result};
 use crate::shape::iota;
@@ -218,7 +218,7 @@ macro_rules! tensor_types {
             ) -> Result<Tensor> {
                 // SAFETY: as the caller promised; every element type of a tensor is plain.
                 let blank = unsafe { table::collect(op, ty.layout(), shape, kernel.into(), inputs) }?;
-                // SAFETY: the walk wrote every element, of type `ty`.
+                // SAFETY: the chain wrote every element, of type `ty`.
                 Ok(unsafe { Unwritten { ty, blank }.assume_init() })
             }
 
@@ -323,12 +323,6 @@ macro_rules! tensor_types {
             /// `op`'s kernel for this element type.
             pub(super) fn binary_kernel(self, op: Binary) -> Option<Run<3>> {
                 $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::binary(op); })*
-                None
-            }
-
-            /// `op`'s kernel with a value per row as the second input, for this element type.
-            pub(super) fn binary_rows_kernel(self, op: Binary) -> Option<RowRun> {
-                $($(#[$cfg])* if self == <$t as StableHloElement>::TYPE { return <$t as Kernels>::binary_rows(op); })*
                 None
             }
 
@@ -488,15 +482,9 @@ impl Tensor {
         let size = src.element_type().size();
         let input = src.placed(op, src.shape(), &iota(src.shape().len()))?;
         let copy = table::copy(size).ok_or_else(|| eval::mismatch(op))?;
-        let slot = crate::engine::SlotInfo {
-            size,
-            needs_drop: false,
-            plain: true,
-        };
         // SAFETY: a copy of the elements' size between two tensors of one type (plain numbers,
         // no drop glue) and shape; `self` is borrowed mutably, so nothing else touches it.
-        unsafe { table::write(self.output(), slot, copy.into(), &[&input], false) };
-        Ok(())
+        unsafe { table::write(self.output(), copy.into(), &[&input]) }
     }
 }
 
@@ -533,18 +521,13 @@ impl TensorView<'_> {
         let (ty, shape) = (self.element_type(), self.shape());
         let input = self.placed(op, shape, &iota(shape.len()))?;
         let copy = table::copy(ty.size()).ok_or_else(|| eval::mismatch(op))?;
-        let slot = crate::engine::SlotInfo {
-            size: ty.size(),
-            needs_drop: false,
-            plain: true,
-        };
         // No inputs to follow: the standard layout.
         let mut out = Unwritten::new(ty, op, shape, &[])?;
         // SAFETY: a copy of the elements' size (plain numbers, no drop glue) from the view, at
-        // its own shape, into a fresh tensor of its type and shape, which the walk writes
+        // its own shape, into a fresh tensor of its type and shape, which the chain writes
         // element by element, every one once.
         unsafe {
-            table::write(out.operand(), slot, copy.into(), &[&input], true);
+            table::write(out.operand(), copy.into(), &[&input])?;
             Ok(out.assume_init())
         }
     }

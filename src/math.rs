@@ -1,4 +1,4 @@
-//! The transcendental functions of programs' unary ops, for `f32` (in `f32`) and `f64` (in
+//! The transcendental functions of the crate's unary ops (programs' today), for `f32` (in `f32`) and `f64` (in
 //! `f64`); `f16` and `bf16` take the `f32` ones and round once.
 //!
 //! Each is branch-free, with selects where special values need them, so that a loop over a
