@@ -79,12 +79,12 @@ pub(crate) enum Simd {
     Avx512,
 }
 
-/// This CPU's widest [`Simd`]; the baseline in the unit tests that clear [`WIDE_SIMD`].
+/// This CPU's widest [`Simd`]; the baseline in the unit tests that clear `tests::WIDE_SIMD`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn simd() -> Simd {
     #[cfg(test)]
-    if !WIDE_SIMD.load(std::sync::atomic::Ordering::Relaxed) {
+    if !tests::WIDE_SIMD.load(std::sync::atomic::Ordering::Relaxed) {
         return Simd::Baseline;
     }
     if std::arch::is_x86_feature_detected!("avx512f") {
@@ -96,11 +96,6 @@ pub(crate) fn simd() -> Simd {
     }
     Simd::Baseline
 }
-
-/// Cleared by the unit tests to compare the copies of the kernels.
-#[cfg(all(test, target_arch = "x86_64"))]
-pub(crate) static WIDE_SIMD: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(true);
 
 /// `kernel.block`, inlined into a copy compiled with AVX2.
 ///
@@ -739,9 +734,13 @@ pub(crate) unsafe fn fold_block<A: Clone, const ROWS: bool>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::XlaElement;
+
+    /// Cleared by the unit tests to compare the copies of the kernels.
+    pub(crate) static WIDE_SIMD: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(true);
 
     fn fold_bits<G: Fn(f32, f32) -> f32>(
         row: &[f32],

@@ -427,9 +427,9 @@ mod tests {
                 bits(x.gt_bcast(&y, &[]).unwrap().select_bcast(&x, &y).unwrap()),
             ]
         };
-        super::kernel::WIDE_SIMD.store(false, Ordering::Relaxed);
+        super::kernel::tests::WIDE_SIMD.store(false, Ordering::Relaxed);
         let baseline = run();
-        super::kernel::WIDE_SIMD.store(true, Ordering::Relaxed);
+        super::kernel::tests::WIDE_SIMD.store(true, Ordering::Relaxed);
         let wide = run();
         for (i, (w, b)) in wide.iter().zip(&baseline).enumerate() {
             let first = w.iter().zip(b).position(|(w, b)| w != b);

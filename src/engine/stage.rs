@@ -193,31 +193,28 @@ unsafe fn run_staged<const N: usize>(
                 // A source read backwards along the rows (step -1, e.g. a transpose flipped: a
                 // rot90) is read forwards from its last row and written upwards from the
                 // buffer's last row, so the staged rows come out in order either way (and go
-                // through the register transposes); other steps are gathered as they come.
-                let (src, step, dst, p) = match block.step[k] {
+                // through the register transposes).
+                let (src, dst, p) = match block.step[k] {
                     // SAFETY: with a step of -1, row `rows - 1` of the piece is `rows - 1`
                     // elements before `at[k]`, an element of the block; the buffer holds `slab`
                     // rows of `pitch` elements, and `rows <= slab`.
                     -1 => unsafe {
                         (
                             at[k].sub((rows - 1) * size),
-                            1,
                             buffer.add((rows - 1) * pitch * size),
                             -(pitch as isize),
                         )
                     },
-                    step => (at[k], step, buffer, pitch as isize),
+                    _ => (at[k], buffer, pitch as isize),
                 };
                 // SAFETY: the piece's elements of operand `k` are at
-                // `at[k] + c * inner[k] + r * step[k]` (r < rows, c < n), all inside its array,
-                // so `src + c * inner[k] + r * step` is too (for a step of -1, `src` is the
+                // `at[k] + c * inner[k] + r * step[k]` (r < rows, c < n, a step of 1 or -1), all
+                // inside its array, so `src + c * inner[k] + r` is too (for a step of -1, `src` is the
                 // last row's); the buffer holds `slab` rows of its elements at the staging pitch
                 // (n is at most that), and `dst` is the first row written of the `rows` the copy
                 // fills; its elements are aligned (plain sizes are at most 8) and the buffer is
                 // this thread's own.
-                unsafe {
-                    transpose::transpose_tile(src, block.inner[k], step, dst, p, size, [rows, n])
-                };
+                unsafe { transpose::transpose_tile(src, block.inner[k], dst, p, size, [rows, n]) };
                 at[k] = buffer;
                 piece.inner[k] = 1;
                 piece.step[k] = pitch as isize;

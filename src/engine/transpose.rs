@@ -40,22 +40,20 @@ pub(super) fn plain_size<T>() -> Option<usize> {
 }
 
 /// Copies `shape = [rows, cols]` (`cols <= |pitch|`), transposed into rows `pitch` elements
-/// apart: `dst[r * pitch + c] = src[c * stride + r * step]` for `r < rows`, `c < cols`, for
+/// apart: `dst[r * pitch + c] = src[c * stride + r]` for `r < rows`, `c < cols`, for
 /// elements of `size` bytes (a size [`plain_size`] returned). A negative `pitch` writes the rows
-/// upwards from `dst` (how a source read backwards along its rows lands in order). With a
-/// `step` of 1, whole 8x8 blocks go through the AVX register transposes (4- and 8-byte
-/// elements on a CPU with AVX2) or the portable 8x8 blocks, and the edges of a shape that is not
-/// a multiple of 8 are copied one by one; with another step (a transpose sliced with a step),
-/// it is copied one by one.
+/// upwards from `dst` (how a source read backwards along its rows lands in order). Whole 8x8
+/// blocks go through the AVX register transposes (4- and 8-byte elements on a CPU with AVX2)
+/// or the portable 8x8 blocks, and the edges of a shape that is not a multiple of 8 are copied
+/// one by one.
 ///
 /// # Safety
-/// `src` points at a plain element such that every `src[c * stride + r * step]` (`r < rows`,
+/// `src` points at a plain element such that every `src[c * stride + r]` (`r < rows`,
 /// `c < cols`) is an initialised element of the same array; every `dst[r * pitch + c]` is
 /// valid for a write of `size` bytes, aligned for it, and overlaps nothing read.
 pub(super) unsafe fn transpose_tile(
     src: *const u8,
     stride: isize,
-    step: isize,
     dst: *mut u8,
     pitch: isize,
     size: usize,
@@ -66,15 +64,6 @@ pub(super) unsafe fn transpose_tile(
     // only where the CPU has been checked to have AVX2, and so AVX.
     unsafe {
         debug_assert!(shape[1] <= pitch.unsigned_abs());
-        if step != 1 {
-            return match size {
-                1 => one_by_one::<u8>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
-                2 => one_by_one::<u16>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
-                4 => one_by_one::<u32>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
-                8 => one_by_one::<u64>(src.cast(), stride, step, dst.cast(), pitch, shape, 0),
-                _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
-            };
-        }
         match size {
             1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u8>),
             2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u16>),
@@ -349,7 +338,7 @@ mod tests {
     unsafe fn dispatch<T>(src: *const T, stride: isize, dst: *mut T, p: isize, shape: [usize; 2]) {
         let size = plain_size::<T>().expect("a primitive is plain");
         // SAFETY: as the caller promised, for `T`'s size.
-        unsafe { transpose_tile(src.cast(), stride, 1, dst.cast(), p, size, shape) }
+        unsafe { transpose_tile(src.cast(), stride, dst.cast(), p, size, shape) }
     }
 
     #[test]
@@ -413,8 +402,8 @@ mod tests {
     const STEPPED: [[usize; 2]; 6] = [[16, TILE], [16, 29], [13, 8], [1, 1], [5, 3], [16, 36]];
 
     #[test]
-    fn stepped_sources_stage_for_every_plain_size() {
-        fn dispatch<T>(
+    fn stepped_copies_for_every_plain_size() {
+        fn dispatch<T: Copy>(
             src: *const T,
             stride: isize,
             step: isize,
@@ -422,10 +411,9 @@ mod tests {
             p: isize,
             shape: [usize; 2],
         ) {
-            let size = plain_size::<T>().expect("a primitive is plain");
             // SAFETY: `check_stepped` passes a source and a buffer that hold the elements read
             // and written.
-            unsafe { transpose_tile(src.cast(), stride, step, dst.cast(), p, size, shape) }
+            unsafe { one_by_one::<T>(src, stride, step, dst, p, shape, 0) }
         }
         check_stepped(|i| i as u8, dispatch, &STEPPED);
         check_stepped(|i| i as i16, dispatch, &STEPPED);
@@ -434,12 +422,7 @@ mod tests {
         check_stepped(|i| i as f64, dispatch, &STEPPED);
         check_stepped(|i| i as i64, dispatch, &STEPPED);
         check_stepped(|i| i % 3 == 0, dispatch, &STEPPED);
-        // The one-by-one copy itself.
-        let portable = |src, stride, step, dst, p, shape| {
-            // SAFETY: as above.
-            unsafe { one_by_one::<u64>(src, stride, step, dst, p, shape, 0) }
-        };
-        check_stepped(|i| i as u64, portable, &STEPPED);
+        check_stepped(|i| i as u64, dispatch, &STEPPED);
     }
 
     #[test]
