@@ -337,4 +337,47 @@ fn main() {
             ),
         ],
     );
+    // The eager unary ops: `exp` into a caller's array beside ndarray's `mapv` with std's
+    // function, and a parallel copy (the floor: one read, one write).
+    let x = a.mapv(|v| v * 0.05 - 2.0);
+    let mut e = Array2::<f32>::zeros((n, n));
+    let mut copy = vec![0f32; n * n];
+    let sx = slice(&x);
+    report(
+        "4096² f32 exp, into",
+        rounds,
+        vec![
+            (
+                "xla_bcast `xla_exp_into`",
+                Box::new(|| x.xla_exp_into(&mut e).unwrap()),
+            ),
+            (
+                "ndarray `mapv(f32::exp)`",
+                Box::new(|| drop(black_box(x.mapv(f32::exp)))),
+            ),
+            (
+                "parallel copy, into",
+                Box::new(|| {
+                    let chunk = sx.len().div_ceil(rayon::current_num_threads()).max(1);
+                    copy.par_chunks_mut(chunk)
+                        .zip(sx.par_chunks(chunk))
+                        .for_each(|(o, s)| o.copy_from_slice(s));
+                }),
+            ),
+        ],
+    );
+    report(
+        "4096² f32 tanh, into",
+        rounds,
+        vec![
+            (
+                "xla_bcast `xla_tanh_into`",
+                Box::new(|| x.xla_tanh_into(&mut e).unwrap()),
+            ),
+            (
+                "ndarray `mapv(f32::tanh)`",
+                Box::new(|| drop(black_box(x.mapv(f32::tanh)))),
+            ),
+        ],
+    );
 }

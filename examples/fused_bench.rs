@@ -15,6 +15,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use ndarray::{Array1, Array2, ArrayD, Axis, IxDyn, Zip};
+use xla_bcast::math;
 use xla_bcast::prelude::*;
 use xla_bcast::stablehlo::{Program, Tensor};
 
@@ -90,6 +91,222 @@ fn layer_norm_eager(x: ArrayD<f32>, g: &Array1<f32>, b: &Array1<f32>) -> ArrayD<
     let var = (&xc * &xc).reduce_in_dim(&rows[..], &outer).expect("rows") / n;
     let rstd = var.mapv_into(|v| 1.0 / (v + 1e-5).sqrt());
     (xc * rstd.in_dims(&outer) * g.in_dims(&[last]) + b.in_dims(&[last])).into_inner()
+}
+
+/// `x` (`f32`, contiguous) seen as rows of its last dim.
+fn rows_of(t: &Tensor) -> ndarray::ArrayView2<'_, f32> {
+    let x = t.view::<f32>().expect("f32");
+    let (n, len) = (*x.shape().last().expect("rank 1 or more"), x.len());
+    x.into_shape_with_order((len / n, n)).expect("contiguous")
+}
+
+/// Layer norm over rows with `StrictZip`: the statistics (sum and sum of squares) folded and
+/// the result mapped in one call, each row while it is in cache.
+fn layer_norm_zip(
+    x: &ndarray::ArrayView2<'_, f32>,
+    g: &Array1<f32>,
+    b: &Array1<f32>,
+    out: &mut Array2<f32>,
+) {
+    let n = x.ncols() as f32;
+    StrictZip::from(x)
+        .and_in_dims(g, &[1])
+        .and_in_dims(b, &[1])
+        .fold_map_assign_into(
+            out,
+            [0],
+            (0f32, 0f32),
+            |(s, q), x, _, _| (s + x, q + x * x),
+            |a, b| (a.0 + b.0, a.1 + b.1),
+            |(s, q)| (s / n, 1.0 / (q / n - (s / n) * (s / n) + 1e-5).sqrt()),
+            |&(mean, rstd), x, g, b| (x - mean) * rstd * g + b,
+        )
+        .expect("shapes");
+}
+
+/// One row of [`layer_norm_rows`]: the sums in 16 lanes, then one loop writing the result.
+#[inline(always)]
+fn layer_norm_row(o: &mut [f32], r: &[f32], g: &[f32], b: &[f32]) {
+    let (mut s, mut q) = ([0f32; 16], [0f32; 16]);
+    let chunks = r.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for j in 0..16 {
+            s[j] += c[j];
+            q[j] += c[j] * c[j];
+        }
+    }
+    for (j, &v) in tail.iter().enumerate() {
+        s[j] += v;
+        q[j] += v * v;
+    }
+    let n = r.len() as f32;
+    let mean = s.iter().sum::<f32>() / n;
+    let rstd = 1.0 / (q.iter().sum::<f32>() / n - mean * mean + 1e-5).sqrt();
+    for (((o, &x), &g), &b) in o.iter_mut().zip(r).zip(g).zip(b) {
+        *o = (x - mean) * rstd * g + b;
+    }
+}
+
+/// [`layer_norm_row`] compiled for AVX2 and FMA.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn layer_norm_row_avx2(o: &mut [f32], r: &[f32], g: &[f32], b: &[f32]) {
+    layer_norm_row(o, r, g, b)
+}
+
+/// Whether this CPU runs the AVX2 and FMA copies of the hand-written rows.
+fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
+/// Layer norm as a user writes it by hand with ndarray and Rayon: per row, the sums in 16
+/// lanes, then one loop writing the result, while the row is in L1; an AVX2 and FMA copy of
+/// the row's loops where the CPU has them.
+fn layer_norm_rows(
+    x: &ndarray::ArrayView2<'_, f32>,
+    g: &Array1<f32>,
+    b: &Array1<f32>,
+    out: &mut Array2<f32>,
+) {
+    let (g, b) = (g.as_slice().expect("dense"), b.as_slice().expect("dense"));
+    let wide = avx2();
+    Zip::from(out.rows_mut())
+        .and(x.rows())
+        .par_for_each(|mut o, r| {
+            let (r, o) = (
+                r.to_slice().expect("dense"),
+                o.as_slice_mut().expect("dense"),
+            );
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                // SAFETY: `avx2` checked the CPU.
+                return unsafe { layer_norm_row_avx2(o, r, g, b) };
+            }
+            layer_norm_row(o, r, g, b)
+        });
+}
+
+/// Softmax over rows with `StrictZip`: the maxima in one fold, then the sums of
+/// `exp(x - max)` folded and the result mapped in one call, each row while it is in cache.
+fn softmax_zip(x: &ndarray::ArrayView2<'_, f32>, out: &mut Array2<f32>) {
+    let max = StrictZip::from(x)
+        .fold_in_dims([0], f32::MIN, |m, x| m.max(x), f32::max)
+        .expect("rows");
+    StrictZip::from(x)
+        .and_in_dims(&max, &[0])
+        .fold_map_assign_into(
+            out,
+            [0],
+            0f32,
+            |s, x, m| s + math::exp(x - m),
+            |a, b| a + b,
+            |s| 1.0 / s,
+            |inv, x, m| math::exp(x - m) * inv,
+        )
+        .expect("shapes");
+}
+
+/// One row of [`softmax_rows`]: the maximum, `exp` into the output with its sum, the scale.
+#[inline(always)]
+fn softmax_row(o: &mut [f32], r: &[f32]) {
+    let mut m = [f32::MIN; 16];
+    for c in r.chunks(16) {
+        for (m, &v) in m.iter_mut().zip(c) {
+            *m = m.max(v);
+        }
+    }
+    let max = m.iter().fold(f32::MIN, |a, &b| a.max(b));
+    let mut s = [0f32; 16];
+    for (oc, rc) in o.chunks_mut(16).zip(r.chunks(16)) {
+        for ((o, &v), s) in oc.iter_mut().zip(rc).zip(s.iter_mut()) {
+            *o = math::exp(v - max);
+            *s += *o;
+        }
+    }
+    let inv = 1.0 / s.iter().sum::<f32>();
+    for o in o.iter_mut() {
+        *o *= inv;
+    }
+}
+
+/// [`softmax_row`] compiled for AVX2 and FMA (`math::exp`'s `mul_add`s one instruction each).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_row_avx2(o: &mut [f32], r: &[f32]) {
+    softmax_row(o, r)
+}
+
+/// Softmax by hand, per row while it is in L1 (an AVX2 and FMA copy where the CPU has them).
+fn softmax_rows(x: &ndarray::ArrayView2<'_, f32>, out: &mut Array2<f32>) {
+    let wide = avx2();
+    Zip::from(out.rows_mut())
+        .and(x.rows())
+        .par_for_each(|mut o, r| {
+            let (r, o) = (
+                r.to_slice().expect("dense"),
+                o.as_slice_mut().expect("dense"),
+            );
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                // SAFETY: `avx2` checked the CPU.
+                return unsafe { softmax_row_avx2(o, r) };
+            }
+            softmax_row(o, r)
+        });
+}
+
+/// The `zip` and `rows` columns of the workloads that have them, checked against the
+/// executable's output.
+fn zip_and_rows(name: &str, size: &str, inputs: &[Tensor], outs: &[Tensor], calls: usize) {
+    let x = rows_of(&inputs[0]);
+    let mut out = Array2::<f32>::zeros(x.raw_dim());
+    let want = rows_of(&outs[0]);
+    let mut time = |label: &str, f: &mut dyn FnMut(&mut Array2<f32>)| {
+        f(&mut out);
+        let worst = (&out - &want).fold(0f32, |m, d| m.max(d.abs()));
+        assert!(worst < 1e-3, "{name} {label} is off by {worst}");
+        let t = median(calls, &mut || f(&mut out));
+        println!("{name} {size} {label} {t:.4}");
+    };
+    match name {
+        "layer_norm" => {
+            let row = |t: &Tensor| {
+                t.view::<f32>()
+                    .expect("f32")
+                    .to_owned()
+                    .into_dimensionality()
+                    .expect("a row")
+            };
+            let (g, b) = (row(&inputs[1]), row(&inputs[2]));
+            time("zip_into", &mut |o| layer_norm_zip(&x, &g, &b, o));
+            time("rows_into", &mut |o| layer_norm_rows(&x, &g, &b, o));
+        }
+        "softmax_last" => {
+            time("zip_into", &mut |o| softmax_zip(&x, o));
+            time("rows_into", &mut |o| softmax_rows(&x, o));
+        }
+        "bias_relu" => {
+            let b = inputs[1].view::<f32>().expect("f32").to_owned();
+            let b: Array1<f32> = b.into_dimensionality().expect("a row");
+            time("zip_into", &mut |o| {
+                StrictZip::from(&x)
+                    .and_in_dims(&b, &[1])
+                    .map_assign_into(o, |x, b| (x + b).max(0.0))
+                    .expect("shapes")
+            });
+        }
+        _ => {}
+    }
 }
 
 fn input(shape: &[usize], seed: u32) -> Tensor {
@@ -173,6 +390,7 @@ fn main() {
         let mut floors: Vec<(&str, f64)> = Vec::new();
         for (name, p, shapes) in cases {
             let (inputs, outs) = executable(name, &size, &p, &shapes, calls);
+            zip_and_rows(name, &size, &inputs, &outs, calls);
             let op_by_op = median(calls, &mut || {
                 drop(black_box(p.run(&inputs).expect("runs")))
             });
@@ -277,6 +495,7 @@ fn main() {
         ];
         for (name, p, shapes) in cases {
             let (inputs, outs) = executable(name, &size, &p, &shapes, calls);
+            zip_and_rows(name, &size, &inputs, &outs, calls);
             texts.push(serde_json::json!({
                 "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
             }));

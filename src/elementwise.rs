@@ -4,106 +4,41 @@
 //! the crate's own ([`crate::element`], [`crate::math`]), so results are those of the array
 //! ops, bit for bit.
 
-use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
-use crate::engine::reduce::TableFold;
-use crate::engine::table::Elementwise;
+use crate::element::XlaFloat;
 use crate::math;
 
-/// The table's element functions ([`crate::op_table`]) as types.
-macro_rules! binary {
-    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident, [$($methods:ident),*],
-        $paddle:ident, [$($std:tt)*], $t:literal, $expect:literal; )*) => {$(
-        pub struct $v;
-        impl<T: $bound> Elementwise<T, 2> for $v {
-            type Out = T;
-            #[inline(always)]
-            fn f([a, b]: [T; 2]) -> T {
-                T::$elem(a, b)
-            }
-        }
-    )*};
+/// An element function of `ARITY` inputs, known by its type: `f` on the inputs `A`
+/// (one type for all of them) gives an `Out`. Programs compile a table kernel of it
+/// ([`crate::engine::table`]); the eager unary ops ([`crate::unary`]) a closure of it.
+pub trait Elementwise<A, const ARITY: usize> {
+    /// The result's type.
+    type Out;
+    /// The function.
+    fn f(x: [A; ARITY]) -> Self::Out;
+    /// Whether `f` is a fast form that leaves some inputs to [`Elementwise::exact`]: a table
+    /// kernel then runs `f` branch-free over the whole run, and a second pass puts `exact`'s
+    /// results where it has them.
+    const EXACT: bool = false;
+    /// The result for inputs `f` does not cover, `None` for the others.
+    #[inline(always)]
+    fn exact(_x: &[A; ARITY]) -> Option<Self::Out> {
+        None
+    }
 }
-binary_ops!(binary);
 
-macro_rules! compare {
-    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $cmp:tt, [$($methods:ident),*], $expect:literal; )*) => {$(
-        // `gt` and `ge` run as `lt` and `le` with the operands swapped: one kernel less each.
-        #[allow(dead_code)]
-        pub struct $v;
-        impl<T: $bound> Elementwise<T, 2> for $v {
-            type Out = bool;
-            #[inline(always)]
-            fn f([a, b]: [T; 2]) -> bool {
-                a $cmp b
-            }
+/// `F` of one element, as a table kernel gives it: `exact`'s result where it has one.
+#[inline(always)]
+pub(crate) fn apply<A: Clone, F: Elementwise<A, 1>>(x: A) -> F::Out {
+    if F::EXACT {
+        if let Some(v) = F::exact(std::array::from_ref(&x)) {
+            return v;
         }
-    )*};
+    }
+    F::f([x])
 }
-compare_ops!(compare);
 
-/// The reductions' folds: each op's function from its identity.
-impl<T: XlaElement> TableFold<T> for Add {
-    fn identity() -> T {
-        T::xla_zero()
-    }
-    #[inline(always)]
-    fn f(acc: T, x: T) -> T {
-        acc.xla_add(x)
-    }
-    #[inline(always)]
-    fn lanes(acc: T, x: T) -> T {
-        acc.xla_add_lanes(x)
-    }
-    #[allow(clippy::eq_op)] // NaN is the one value unequal to itself
-    fn nan(x: &T) -> bool {
-        x != x
-    }
-}
-impl<T: XlaElement> TableFold<T> for Mul {
-    fn identity() -> T {
-        T::xla_one()
-    }
-    #[inline(always)]
-    fn f(acc: T, x: T) -> T {
-        acc.xla_mul(x)
-    }
-}
-impl<T: XlaOrd> TableFold<T> for Max {
-    fn identity() -> T {
-        T::xla_lowest()
-    }
-    #[inline(always)]
-    fn f(acc: T, x: T) -> T {
-        acc.xla_max(x)
-    }
-}
-impl<T: XlaOrd> TableFold<T> for Min {
-    fn identity() -> T {
-        T::xla_highest()
-    }
-    #[inline(always)]
-    fn f(acc: T, x: T) -> T {
-        acc.xla_min(x)
-    }
-}
-impl<T: XlaBitwise> TableFold<T> for And {
-    fn identity() -> T {
-        T::xla_zero().xla_not()
-    }
-    #[inline(always)]
-    fn f(acc: T, x: T) -> T {
-        acc.xla_and(x)
-    }
-}
-impl<T: XlaBitwise> TableFold<T> for Or {
-    fn identity() -> T {
-        T::xla_zero()
-    }
-    #[inline(always)]
-    fn f(acc: T, x: T) -> T {
-        acc.xla_or(x)
-    }
-}
+#[cfg(feature = "stablehlo")]
+pub use program::*;
 
 /// The unary ops, per element type: `same!` for results of the input's type, each as its
 /// Rust form.
@@ -134,6 +69,10 @@ same!(Abs: [i8, i16, i32, i64] |x| x.wrapping_abs());
 same!(Sign: [i8, i16, i32, i64] |x| x.signum());
 same!(Neg: [u8, u16, u32, u64] |x| x.wrapping_neg());
 same!(Not: [u8, u16, u32, u64, bool] |x| !x);
+same!(Neg: [i8, i16, i32, i64] |x| x.wrapping_neg());
+same!(Not: [i8, i16, i32, i64] |x| !x);
+same!(Popcnt: [i8, i16, i32, i64] |x| x.count_ones() as _);
+same!(Clz: [i8, i16, i32, i64] |x| x.leading_zeros() as _);
 same!(Popcnt: [u8, u16, u32, u64] |x| x.count_ones() as _);
 same!(Clz: [u8, u16, u32, u64] |x| x.leading_zeros() as _);
 same!(Abs: [f32, f64] |x| x.abs());
@@ -179,7 +118,7 @@ macro_rules! in_f64 {
     )*};
 }
 in_f64! {
-    Rsqrt: math::rsqrt;
+    Rsqrt: math::rsqrt::<f64>;
     Cbrt: f64::cbrt;
 }
 same!(Sin: [f64] |x| x.sin());
@@ -383,12 +322,118 @@ via_f32!(
     Tan
 );
 
-/// `clamp(x, lo, hi)` (the operand first, as [`XlaOrd::xla_clamp`] takes it).
-pub struct Clamp;
-impl<T: XlaOrd> Elementwise<T, 3> for Clamp {
-    type Out = T;
-    #[inline(always)]
-    fn f([x, lo, hi]: [T; 3]) -> T {
-        x.xla_clamp(lo, hi)
+/// The binary ops' and reductions' element functions: programs only.
+#[cfg(feature = "stablehlo")]
+mod program {
+    use super::Elementwise;
+    use crate::element::{
+        XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal,
+    };
+    use crate::engine::reduce::TableFold;
+
+    /// The table's element functions ([`crate::op_table`]) as types.
+    macro_rules! binary {
+    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident, [$($methods:ident),*],
+        $paddle:ident, [$($std:tt)*], $t:literal, $expect:literal; )*) => {$(
+        pub struct $v;
+        impl<T: $bound> Elementwise<T, 2> for $v {
+            type Out = T;
+            #[inline(always)]
+            fn f([a, b]: [T; 2]) -> T {
+                T::$elem(a, b)
+            }
+        }
+    )*};
+}
+    binary_ops!(binary);
+
+    macro_rules! compare {
+    ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $cmp:tt, [$($methods:ident),*], $expect:literal; )*) => {$(
+        // `gt` and `ge` run as `lt` and `le` with the operands swapped: one kernel less each.
+        #[allow(dead_code)]
+        pub struct $v;
+        impl<T: $bound> Elementwise<T, 2> for $v {
+            type Out = bool;
+            #[inline(always)]
+            fn f([a, b]: [T; 2]) -> bool {
+                a $cmp b
+            }
+        }
+    )*};
+}
+    compare_ops!(compare);
+
+    /// The reductions' folds: each op's function from its identity.
+    impl<T: XlaElement> TableFold<T> for Add {
+        fn identity() -> T {
+            T::xla_zero()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_add(x)
+        }
+        #[inline(always)]
+        fn lanes(acc: T, x: T) -> T {
+            acc.xla_add_lanes(x)
+        }
+        #[allow(clippy::eq_op)] // NaN is the one value unequal to itself
+        fn nan(x: &T) -> bool {
+            x != x
+        }
+    }
+    impl<T: XlaElement> TableFold<T> for Mul {
+        fn identity() -> T {
+            T::xla_one()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_mul(x)
+        }
+    }
+    impl<T: XlaOrd> TableFold<T> for Max {
+        fn identity() -> T {
+            T::xla_lowest()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_max(x)
+        }
+    }
+    impl<T: XlaOrd> TableFold<T> for Min {
+        fn identity() -> T {
+            T::xla_highest()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_min(x)
+        }
+    }
+    impl<T: XlaBitwise> TableFold<T> for And {
+        fn identity() -> T {
+            T::xla_zero().xla_not()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_and(x)
+        }
+    }
+    impl<T: XlaBitwise> TableFold<T> for Or {
+        fn identity() -> T {
+            T::xla_zero()
+        }
+        #[inline(always)]
+        fn f(acc: T, x: T) -> T {
+            acc.xla_or(x)
+        }
+    }
+
+    /// `clamp(x, lo, hi)` (the operand first, as [`XlaOrd::xla_clamp`] takes it).
+    pub struct Clamp;
+    impl<T: XlaOrd> Elementwise<T, 3> for Clamp {
+        type Out = T;
+        #[inline(always)]
+        fn f([x, lo, hi]: [T; 3]) -> T {
+            x.xla_clamp(lo, hi)
+        }
     }
 }

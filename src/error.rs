@@ -176,6 +176,16 @@ pub enum BroadcastError {
         out_size: usize,
     },
 
+    /// An operand of a [`StrictZip`](crate::zip::StrictZip) does not fit the zip: `source`
+    /// is the rule's error, the zip's shape so far as its lhs (or output) and the operand as
+    /// its rhs.
+    ZipOperand {
+        /// The operand's position (0 for the one given to `from`).
+        position: usize,
+        /// What the rule says of it.
+        source: Box<BroadcastError>,
+    },
+
     /// An output or in-place array does not have the shape the operation produces.
     OutputShape {
         /// The operation.
@@ -519,6 +529,15 @@ impl std::fmt::Display for BroadcastError {
                 {operand_size} but output dim {out_dim} has size {out_size}; it must be 1 or equal",
                 sh(operand), sh(out_shape), sh(dims)
             ),
+            BroadcastError::ZipOperand { position, source } => {
+                write!(out, "StrictZip operand {position}: {source}")?;
+                match **source {
+                    BroadcastError::RankMismatch { .. } | BroadcastError::IncompatibleDims { .. } => {
+                        out.write_str(" (a lower-rank operand goes in with and_in_dims(&v, &dims))")
+                    }
+                    _ => Ok(()),
+                }
+            }
             BroadcastError::OutputShape { op, expected, got } => write!(
                 out,
                 "{op}: the output has shape {} but the result has shape {}; pass an output of the result's shape",
@@ -668,6 +687,7 @@ impl BroadcastError {
             | Self::ArgumentShape { op, .. }
             | Self::ForeignValue { op, .. }
             | Self::ReduceAxes { op, .. } => op,
+            Self::ZipOperand { source, .. } => source.op(),
             Self::ParseShape { .. } => "parse_shape",
             Self::Sharding { .. } => "shard",
         }

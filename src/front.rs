@@ -5,7 +5,7 @@
 
 use ndarray::{Array, ArrayRef, DimMax, Dimension, IxDyn};
 
-use crate::engine::{self, Fresh, Map, Src, Zip};
+use crate::engine::{self, Fresh, Src, ZipN};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{binary_shape, elementwise, higher, same_dims, Dims};
 
@@ -155,7 +155,7 @@ where
     engine::collect(
         op,
         out_dim(op, l.shape())?,
-        &Zip::new(&f, &l, &r),
+        &ZipN::new(&f, (l, r)),
         Fresh::FollowInputs,
     )
 }
@@ -174,7 +174,7 @@ where
     engine::collect(
         op,
         a.raw_dim(),
-        &Map::new(&f, &Src::of(a)),
+        &ZipN::new(&f, (Src::of(a),)),
         Fresh::FollowInputs,
     )
 }
@@ -199,7 +199,7 @@ where
     let mut shape = Dims::new();
     let (l, r) = operands(op, lhs, rhs, dims, &mut shape)?;
     check_out(op, l.shape(), out.shape())?;
-    engine::into(out, &Zip::new(&f, &l, &r));
+    engine::into(out, &ZipN::new(&f, (l, r)));
     Ok(())
 }
 
@@ -220,7 +220,7 @@ where
     // Seen at a copy of the shape: `lhs` is borrowed to be written.
     let own_shape = Dims::from_slice(lhs.shape());
     if let Some(r) = own(rhs, &own_shape, dims) {
-        engine::assign(lhs, &r, &f);
+        engine::assign(lhs, r, &f);
         return Ok(());
     }
     let mut shape = Dims::new();
@@ -228,7 +228,7 @@ where
         shape = Dims::from_slice(higher(lhs.shape(), rhs.shape()));
     }
     check_out(op, &shape, lhs.shape())?;
-    engine::assign(lhs, &place(op, rhs, &shape, dims)?, &f);
+    engine::assign(lhs, place(op, rhs, &shape, dims)?, &f);
     Ok(())
 }
 

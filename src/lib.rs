@@ -37,6 +37,9 @@
 //! | [`numpy`], [`paddle`] | client-level wrappers with implicit rules |
 //! | [`layout`], [`index`] | XLA layouts, buffers in any memory order, shape text, IndexUtil |
 //! | [`stablehlo`] | programs: recorded with the same rules, run here, exported as StableHLO |
+//! | [`unary`] | the unary ops on arrays (`xla_exp`, `xla_tanh`, ...): the program ops' bits, parallel |
+//! | [`math`] | vectorised `exp`, `log`, `tanh`, ... for your own loops: the program ops' bits |
+//! | [`zip`] | [`StrictZip`](zip::StrictZip): n-ary fused loops under XLA's rule, the closure compiled |
 //! | [`error`] | [`BroadcastError`] |
 //!
 //! Every op runs through one kernel engine (dim merging, loop order from the strides,
@@ -51,17 +54,13 @@
 mod op_table;
 
 pub mod element;
-#[cfg(feature = "stablehlo")]
 mod elementwise;
 mod engine;
 pub mod error;
 mod front;
 pub mod index;
 pub mod layout;
-/// The vectorisable transcendental functions (programs' unary ops today; public with the eager
-/// unary ops).
-#[cfg(feature = "stablehlo")]
-mod math;
+pub mod math;
 pub mod numpy;
 pub mod ops;
 pub mod paddle;
@@ -71,7 +70,9 @@ pub mod shape;
 #[cfg_attr(docsrs, doc(cfg(feature = "stablehlo")))]
 pub mod stablehlo;
 pub mod strict;
+pub mod unary;
 mod view;
+pub mod zip;
 
 pub use element::{
     XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal, XlaRealFloat,
@@ -101,6 +102,8 @@ pub mod prelude {
     };
     pub use crate::reduce::{unbroadcast_grads, ReduceInDim};
     pub use crate::strict::{InDims, IntoStrict, Strict, StrictArray, StrictView};
+    pub use crate::unary::UnaryOps;
+    pub use crate::zip::StrictZip;
     pub use crate::{set_parallelism, with_parallelism, Parallelism};
 }
 

@@ -1,5 +1,19 @@
-//! The transcendental functions of the crate's unary ops (programs' today), for `f32` (in `f32`) and `f64` (in
-//! `f64`); `f16` and `bf16` take the `f32` ones and round once.
+//! The transcendental functions of the crate's unary ops, public for use in your own loops (a
+//! [`StrictZip`](crate::zip::StrictZip) closure, a slice): [`exp`], [`expm1`], [`log`],
+//! [`log1p`], [`tanh`], [`logistic`], [`sin`], [`cos`], [`tan`], [`rsqrt`], [`cbrt`], for
+//! `f32` (computed in `f32`) and `f64` (in `f64`). Each gives the bits of the program op of the
+//! same name (`Program::exp`, ...), and of the eager ops built on it. `f16` and `bf16` take the
+//! `f32` ones and round once.
+//!
+//! ```
+//! use ndarray::Array1;
+//! use xla_bcast::math;
+//!
+//! let x = Array1::linspace(-3.0f32, 3.0, 1000);
+//! // Vectorised: std's `f32::exp` is a call per element, this is a few instructions.
+//! let softplus = x.mapv(|x| math::log1p(math::exp(x)));
+//! assert!((softplus[999] - 3.0486).abs() < 1e-4);
+//! ```
 //!
 //! Each is branch-free, with selects where special values need them, so that a loop over a
 //! slice vectorises: rounding to an integer is the add-and-subtract of 1.5 * 2^(mantissa
@@ -279,6 +293,97 @@ pub(crate) mod trig {
 /// `1 / sqrt(x)`, in `f64` (for `f32`, rounded once more: correctly rounded but for inputs
 /// within about 2^-29 ulp of a rounding boundary).
 #[inline(always)]
-pub(crate) fn rsqrt(x: f64) -> f64 {
+fn rsqrt_f64(x: f64) -> f64 {
     1.0 / x.sqrt()
+}
+
+/// `f32` sin, cos or tan: [`trig`]'s, the platform's `f64` function beyond its range.
+#[inline(always)]
+fn trig_f32(x: f32, fast: fn(f32) -> f32, wide: fn(f64) -> f64) -> f32 {
+    let y = fast(x);
+    if trig::wide(x) {
+        wide(f64::from(x)) as f32
+    } else {
+        y
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// The functions, each defined for `f32` and `f64` (`$f32`, `$f64`), with its docs.
+macro_rules! functions {
+    ($($name:ident, $f32:expr, $f64:expr, $doc:literal, $ex:literal;)*) => {
+        /// `f32` or `f64`: the types this module's functions take (sealed).
+        pub trait Float: Copy + sealed::Sealed {
+            $(#[doc(hidden)] fn $name(self) -> Self;)*
+        }
+        impl Float for f32 {
+            $(#[inline(always)] fn $name(self) -> f32 { ($f32)(self) })*
+        }
+        impl Float for f64 {
+            $(#[inline(always)] fn $name(self) -> f64 { ($f64)(self) })*
+        }
+        $(
+            #[doc = $doc]
+            ///
+            /// ```
+            /// use xla_bcast::math;
+            #[doc = $ex]
+            /// ```
+            #[inline(always)]
+            pub fn $name<T: Float>(x: T) -> T {
+                Float::$name(x)
+            }
+        )*
+    };
+}
+
+functions! {
+    exp, self::f32::exp, self::f64::exp,
+        "`e^x`. `f32`: within 1 ulp of the correctly rounded result; `f64`: within 1 ulp of \
+         glibc's. Branch-free: vectorises.",
+        "assert_eq!((math::exp(0.0f32), math::exp(f64::NEG_INFINITY)), (1.0, 0.0));";
+    expm1, self::f32::expm1, self::f64::expm1,
+        "`e^x - 1`, accurate near zero. Within 2 ulps (`f32`: of the correctly rounded result; \
+         `f64`: of glibc's). Branch-free: vectorises.",
+        "assert_eq!(math::expm1(-0.0f64).to_bits(), (-0.0f64).to_bits());";
+    log, self::f32::ln, self::f64::ln,
+        "The natural logarithm (`-inf` at zero, NaN below). Within 1 ulp (`f32`: of the \
+         correctly rounded result; `f64`: of glibc's). Branch-free: vectorises.",
+        "assert_eq!((math::log(1.0f32), math::log(0.0f64)), (0.0, f64::NEG_INFINITY));";
+    log1p, self::f32::ln_1p, self::f64::ln_1p,
+        "`ln(1 + x)`, accurate near zero. Within 2 ulps (`f32`: of the correctly rounded result; \
+         `f64`: of glibc's). Branch-free: vectorises.",
+        "assert_eq!(math::log1p(-1.0f32), f32::NEG_INFINITY);";
+    tanh, self::f32::tanh, self::f64::tanh,
+        "The hyperbolic tangent. `f32`: within 2 ulps of the correctly rounded result; `f64`: \
+         within 3 ulps of glibc's. Branch-free: vectorises.",
+        "assert_eq!((math::tanh(f32::INFINITY), math::tanh(-0.0f64).to_bits()), (1.0, (-0.0f64).to_bits()));";
+    logistic, self::f32::logistic, self::f64::logistic,
+        "`1 / (1 + e^-x)`. Within 2 ulps (`f32`: of the correctly rounded result; `f64`: of \
+         glibc's `1 / (1 + exp(-x))` in a form that neither overflows nor cancels). \
+         Branch-free: vectorises.",
+        "assert_eq!((math::logistic(0.0f32), math::logistic(f64::NEG_INFINITY)), (0.5, 0.0));";
+    sin, |x| trig_f32(x, trig::sin, f64::sin), f64::sin,
+        "The sine (radians). `f32`: computed in `f64` and rounded once (the correctly rounded \
+         result but where glibc's `f64` sine straddles a rounding boundary), vectorised for \
+         `|x| < 823550`; beyond, and for `f64`, the platform's function.",
+        "assert_eq!(math::sin(std::f32::consts::FRAC_PI_2), 1.0);";
+    cos, |x| trig_f32(x, trig::cos, f64::cos), f64::cos,
+        "The cosine (radians), as [`sin`].",
+        "assert_eq!(math::cos(0.0f64), 1.0);";
+    tan, |x| trig_f32(x, trig::tan, f64::tan), f64::tan,
+        "The tangent (radians), as [`sin`].",
+        "assert_eq!(math::tan(0.0f32), 0.0);";
+    rsqrt, |x: f32| rsqrt_f64(f64::from(x)) as f32, rsqrt_f64,
+        "`1 / sqrt(x)` (`inf` at `+0.0`, `-inf` at `-0.0`): `f32` computed in `f64` and rounded \
+         once (correctly rounded but within about 2^-29 ulp of a boundary); `f64` two roundings.",
+        "assert_eq!((math::rsqrt(4.0f32), math::rsqrt(-0.0f64)), (0.5, f64::NEG_INFINITY));";
+    cbrt, |x: f32| f64::from(x).cbrt() as f32, f64::cbrt,
+        "The cube root: the platform's `f64` function (`f32` rounded once).",
+        "assert_eq!(math::cbrt(-27.0f64), -3.0);";
 }

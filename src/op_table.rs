@@ -75,37 +75,37 @@ macro_rules! compare_ops {
     };
 }
 
-/// Calls `$m!` with every elementwise unary op (programs only), one row each:
+/// Calls `$m!` with every elementwise unary op, one row each:
 ///
-/// `name => Variant, StableHLO name, [element kinds it is defined on], doc text, doc element
-///  type, doc input, doc result;`
-#[cfg(feature = "stablehlo")]
+/// `name => Variant, StableHLO name, [eager method, _into method, in-place method (for results of
+///  the input's type)], [element
+///  kinds it is defined on], doc text, doc element type, doc input, doc result;`
 macro_rules! unary_ops {
     ($m:ident) => {
         $m! {
-            abs => Abs, "abs", [Signed, Float, Complex], "`|x|` (integers wrap: `abs(MIN) = MIN`)", i32, [-3, 0, i32::MIN], [3, 0, i32::MIN];
-            neg => Neg, "negate", [Signed, Unsigned, Float, Complex], "`-x` (integers wrap)", f32, [1.5f32, -0.0, f32::INFINITY], [-1.5f32, 0.0, f32::NEG_INFINITY];
-            sign => Sign, "sign", [Signed, Float, Complex], "`-1`, `0` or `1` by the sign of `x` (floats keep the zero's sign and NaN)", f64, [-2.5, -0.0, 7.0], [-1.0, -0.0, 1.0];
-            not => Not, "not", [Pred, Signed, Unsigned], "bitwise not (`bool`: logical)", u8, [0u8, 1, 255], [255u8, 254, 0];
-            floor => Floor, "floor", [Float], "the largest integer not above `x`", f32, [1.5f32, -1.5, -0.25], [1.0f32, -2.0, -1.0];
-            ceil => Ceil, "ceil", [Float], "the smallest integer not below `x`", f32, [1.5f32, -1.5, 0.25], [2.0f32, -1.0, 1.0];
-            round_nearest_even => RoundNearestEven, "round_nearest_even", [Float], "`x` rounded to the nearest integer, ties to even", f32, [0.5f32, 1.5, -2.5], [0.0f32, 2.0, -2.0];
-            round_nearest_afz => RoundNearestAfz, "round_nearest_afz", [Float], "`x` rounded to the nearest integer, ties away from zero", f32, [0.5f32, 1.5, -2.5], [1.0f32, 2.0, -3.0];
-            is_finite => IsFinite, "is_finite", [Float], "whether `x` is neither infinite nor NaN (a `bool` result)", f32, [1.0f32, f32::NAN, f32::NEG_INFINITY], [true, false, false];
-            popcnt => Popcnt, "popcnt", [Signed, Unsigned], "the number of one bits", i8, [0i8, 7, -1], [0i8, 3, 8];
-            clz => Clz, "count_leading_zeros", [Signed, Unsigned], "the number of leading zero bits", u16, [0u16, 1, 0x8000], [16u16, 15, 0];
-            sqrt => Sqrt, "sqrt", [Float, Complex], "the square root, correctly rounded (`sqrt(-0.0) = -0.0`, NaN below zero)", f64, [4.0, -0.0, 2.25], [2.0, -0.0, 1.5];
-            rsqrt => Rsqrt, "rsqrt", [Float, Complex], "`1 / sqrt(x)` (`inf` at `+0.0`, `-inf` at `-0.0`)", f32, [4.0f32, 0.25, f32::INFINITY], [0.5f32, 2.0, 0.0];
-            cbrt => Cbrt, "cbrt", [Float, Complex], "the cube root (negative below zero)", f64, [8.0, -27.0, -0.0], [2.0, -3.0, -0.0];
-            exp => Exp, "exponential", [Float, Complex], "`e^x`", f64, [0.0, f64::NEG_INFINITY, f64::INFINITY], [1.0, 0.0, f64::INFINITY];
-            expm1 => Expm1, "exponential_minus_one", [Float, Complex], "`e^x - 1`, accurate near zero", f64, [0.0, -0.0, f64::NEG_INFINITY], [0.0, -0.0, -1.0];
-            log => Log, "log", [Float, Complex], "the natural logarithm (`-inf` at zero, NaN below)", f64, [1.0, 0.0, f64::INFINITY], [0.0, f64::NEG_INFINITY, f64::INFINITY];
-            log1p => Log1p, "log_plus_one", [Float, Complex], "`ln(1 + x)`, accurate near zero", f64, [0.0, -0.0, -1.0], [0.0, -0.0, f64::NEG_INFINITY];
-            logistic => Logistic, "logistic", [Float, Complex], "`1 / (1 + e^-x)`", f32, [0.0f32, f32::INFINITY, f32::NEG_INFINITY], [0.5f32, 1.0, 0.0];
-            tanh => Tanh, "tanh", [Float, Complex], "the hyperbolic tangent", f32, [0.0f32, -0.0, f32::INFINITY], [0.0f32, -0.0, 1.0];
-            sin => Sin, "sine", [Float, Complex], "the sine (radians)", f64, [0.0, -0.0, std::f64::consts::FRAC_PI_2], [0.0, -0.0, 1.0];
-            cos => Cos, "cosine", [Float, Complex], "the cosine (radians)", f64, [0.0, -0.0, std::f64::consts::PI], [1.0, 1.0, -1.0];
-            tan => Tan, "tan", [Float, Complex], "the tangent (radians)", f64, [0.0, -0.0, std::f64::consts::FRAC_PI_4], [0.0, -0.0, 0.9999999999999999];
+            abs => Abs, "abs", [xla_abs, xla_abs_into, xla_abs_assign], [Signed, Float, Complex], "`|x|` (integers wrap: `abs(MIN) = MIN`)", i32, [-3, 0, i32::MIN], [3, 0, i32::MIN];
+            neg => Neg, "negate", [xla_neg, xla_neg_into, xla_neg_assign], [Signed, Unsigned, Float, Complex], "`-x` (integers wrap)", f32, [1.5f32, -0.0, f32::INFINITY], [-1.5f32, 0.0, f32::NEG_INFINITY];
+            sign => Sign, "sign", [xla_sign, xla_sign_into, xla_sign_assign], [Signed, Float, Complex], "`-1`, `0` or `1` by the sign of `x` (floats keep the zero's sign and NaN)", f64, [-2.5, -0.0, 7.0], [-1.0, -0.0, 1.0];
+            not => Not, "not", [xla_not, xla_not_into, xla_not_assign], [Pred, Signed, Unsigned], "bitwise not (`bool`: logical)", u8, [0u8, 1, 255], [255u8, 254, 0];
+            floor => Floor, "floor", [xla_floor, xla_floor_into, xla_floor_assign], [Float], "the largest integer not above `x`", f32, [1.5f32, -1.5, -0.25], [1.0f32, -2.0, -1.0];
+            ceil => Ceil, "ceil", [xla_ceil, xla_ceil_into, xla_ceil_assign], [Float], "the smallest integer not below `x`", f32, [1.5f32, -1.5, 0.25], [2.0f32, -1.0, 1.0];
+            round_nearest_even => RoundNearestEven, "round_nearest_even", [xla_round_nearest_even, xla_round_nearest_even_into, xla_round_nearest_even_assign], [Float], "`x` rounded to the nearest integer, ties to even", f32, [0.5f32, 1.5, -2.5], [0.0f32, 2.0, -2.0];
+            round_nearest_afz => RoundNearestAfz, "round_nearest_afz", [xla_round_nearest_afz, xla_round_nearest_afz_into, xla_round_nearest_afz_assign], [Float], "`x` rounded to the nearest integer, ties away from zero", f32, [0.5f32, 1.5, -2.5], [1.0f32, 2.0, -3.0];
+            is_finite => IsFinite, "is_finite", [xla_is_finite, xla_is_finite_into], [Float], "whether `x` is neither infinite nor NaN (a `bool` result)", f32, [1.0f32, f32::NAN, f32::NEG_INFINITY], [true, false, false];
+            popcnt => Popcnt, "popcnt", [xla_popcnt, xla_popcnt_into, xla_popcnt_assign], [Signed, Unsigned], "the number of one bits", i8, [0i8, 7, -1], [0i8, 3, 8];
+            clz => Clz, "count_leading_zeros", [xla_clz, xla_clz_into, xla_clz_assign], [Signed, Unsigned], "the number of leading zero bits", u16, [0u16, 1, 0x8000], [16u16, 15, 0];
+            sqrt => Sqrt, "sqrt", [xla_sqrt, xla_sqrt_into, xla_sqrt_assign], [Float, Complex], "the square root, correctly rounded (`sqrt(-0.0) = -0.0`, NaN below zero)", f64, [4.0, -0.0, 2.25], [2.0, -0.0, 1.5];
+            rsqrt => Rsqrt, "rsqrt", [xla_rsqrt, xla_rsqrt_into, xla_rsqrt_assign], [Float, Complex], "`1 / sqrt(x)` (`inf` at `+0.0`, `-inf` at `-0.0`)", f32, [4.0f32, 0.25, f32::INFINITY], [0.5f32, 2.0, 0.0];
+            cbrt => Cbrt, "cbrt", [xla_cbrt, xla_cbrt_into, xla_cbrt_assign], [Float, Complex], "the cube root (negative below zero)", f64, [8.0, -27.0, -0.0], [2.0, -3.0, -0.0];
+            exp => Exp, "exponential", [xla_exp, xla_exp_into, xla_exp_assign], [Float, Complex], "`e^x`", f64, [0.0, f64::NEG_INFINITY, f64::INFINITY], [1.0, 0.0, f64::INFINITY];
+            expm1 => Expm1, "exponential_minus_one", [xla_expm1, xla_expm1_into, xla_expm1_assign], [Float, Complex], "`e^x - 1`, accurate near zero", f64, [0.0, -0.0, f64::NEG_INFINITY], [0.0, -0.0, -1.0];
+            log => Log, "log", [xla_log, xla_log_into, xla_log_assign], [Float, Complex], "the natural logarithm (`-inf` at zero, NaN below)", f64, [1.0, 0.0, f64::INFINITY], [0.0, f64::NEG_INFINITY, f64::INFINITY];
+            log1p => Log1p, "log_plus_one", [xla_log1p, xla_log1p_into, xla_log1p_assign], [Float, Complex], "`ln(1 + x)`, accurate near zero", f64, [0.0, -0.0, -1.0], [0.0, -0.0, f64::NEG_INFINITY];
+            logistic => Logistic, "logistic", [xla_logistic, xla_logistic_into, xla_logistic_assign], [Float, Complex], "`1 / (1 + e^-x)`", f32, [0.0f32, f32::INFINITY, f32::NEG_INFINITY], [0.5f32, 1.0, 0.0];
+            tanh => Tanh, "tanh", [xla_tanh, xla_tanh_into, xla_tanh_assign], [Float, Complex], "the hyperbolic tangent", f32, [0.0f32, -0.0, f32::INFINITY], [0.0f32, -0.0, 1.0];
+            sin => Sin, "sine", [xla_sin, xla_sin_into, xla_sin_assign], [Float, Complex], "the sine (radians)", f64, [0.0, -0.0, std::f64::consts::FRAC_PI_2], [0.0, -0.0, 1.0];
+            cos => Cos, "cosine", [xla_cos, xla_cos_into, xla_cos_assign], [Float, Complex], "the cosine (radians)", f64, [0.0, -0.0, std::f64::consts::PI], [1.0, 1.0, -1.0];
+            tan => Tan, "tan", [xla_tan, xla_tan_into, xla_tan_assign], [Float, Complex], "the tangent (radians)", f64, [0.0, -0.0, std::f64::consts::FRAC_PI_4], [0.0, -0.0, 0.9999999999999999];
         }
     };
 }

@@ -23,7 +23,7 @@
 use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
-use crate::engine::{self, Fresh, Src, Zip3};
+use crate::engine::{self, Fresh, Src, ZipN};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{clamp_shape, iota, select_shape, Dims, ShapeArg};
 use crate::strict::{InDims, Strict, StrictView};
@@ -593,8 +593,7 @@ pub trait ClampBcast<A, D: Dimension>: Sealed<A, D> {
         let mut shape = Dims::new();
         let x = self.array();
         let (lo, hi) = clamp_bounds(min, x.shape(), max, &mut shape)?;
-        let x_src = Src::of(x);
-        let kernel = Zip3::new(&A::xla_clamp, &x_src, &lo, &hi);
+        let kernel = ZipN::new(&A::xla_clamp, (Src::of(x), lo, hi));
         engine::collect("clamp", x.raw_dim(), &kernel, Fresh::FollowInputs)
     }
 
@@ -622,7 +621,7 @@ pub trait ClampBcast<A, D: Dimension>: Sealed<A, D> {
         let x = self.array();
         let (lo, hi) = clamp_bounds(min, x.shape(), max, &mut shape)?;
         check_out("clamp", x.shape(), out.shape())?;
-        engine::into(out, &Zip3::new(&A::xla_clamp, &Src::of(x), &lo, &hi));
+        engine::into(out, &ZipN::new(&A::xla_clamp, (Src::of(x), lo, hi)));
         Ok(())
     }
 
@@ -647,8 +646,8 @@ pub trait ClampBcast<A, D: Dimension>: Sealed<A, D> {
         let mut shape = Dims::new();
         let (lo, hi) = clamp_bounds(min, self.array().shape(), max, &mut shape)?;
         // min(max(x, lo), hi) as two passes in place: the same values as one.
-        engine::assign(self.array_mut(), &lo, &A::xla_max);
-        engine::assign(self.array_mut(), &hi, &A::xla_min);
+        engine::assign(self.array_mut(), lo, &A::xla_max);
+        engine::assign(self.array_mut(), hi, &A::xla_min);
         Ok(())
     }
 }
@@ -704,7 +703,7 @@ pub trait SelectBcast<D: Dimension>: Sealed<bool, D> {
         let mut shape = Vec::new();
         let (p, t, f) = select_inputs(self.array(), on_true, on_false, &mut shape)?;
         let dim = out_dim("select", p.shape())?;
-        let kernel = Zip3::new(&choose, &p, &t, &f);
+        let kernel = ZipN::new(&choose, (p, t, f));
         engine::collect("select", dim, &kernel, Fresh::FollowInputs)
     }
 
@@ -733,7 +732,7 @@ pub trait SelectBcast<D: Dimension>: Sealed<bool, D> {
         let mut shape = Vec::new();
         let (p, t, f) = select_inputs(self.array(), on_true, on_false, &mut shape)?;
         check_out("select", p.shape(), out.shape())?;
-        engine::into(out, &Zip3::new(&choose, &p, &t, &f));
+        engine::into(out, &ZipN::new(&choose, (p, t, f)));
         Ok(())
     }
 }

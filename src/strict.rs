@@ -368,6 +368,11 @@ impl<'a, A, E> InDims<'a, A, E> {
     pub fn dims(&self) -> &'a [usize] {
         self.dims
     }
+
+    /// The operand.
+    pub(crate) fn operand(&self) -> &'a ArrayRef<A, E> {
+        self.array
+    }
 }
 
 /// The `broadcast_dimensions` of a strict op whose operands are `lhs` and `rhs`: those of the

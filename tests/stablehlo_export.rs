@@ -180,8 +180,7 @@ macro_rules! float_sample {
                     3 => -0.0,
                     4 => 0.0,
                     // No subnormals: XLA's CPU runtime flushes them to zero, where the crate
-                    // (and StableHLO's specification) keep them (README, "Where the
-                    // references disagree").
+                    // (and StableHLO's specification) keep them (docs/references.md).
                     _ => (rng.below(41) as $t - 20.0) * 0.375,
                 }
             }
@@ -293,8 +292,7 @@ where
 fn case(name: String, p: &Program, inputs: Vec<Tensor>, corpus: &mut Vec<Json>) {
     let module = p.to_stablehlo();
     // XLA's CPU compiler approximates f32 (and f16, bf16) division and atan2: its results can
-    // be 1 ulp off the correctly rounded ones the crate gives (README, "Where the references
-    // disagree").
+    // be 1 ulp off the correctly rounded ones the crate gives (docs/references.md).
     // Float `pow` is an approximation on both sides (libm's here): 1 ulp there too.
     let approximated = (module.contains("stablehlo.divide") || module.contains("stablehlo.atan2"))
         && (module.contains("f32>") || module.contains("f16>"))
@@ -394,7 +392,7 @@ where
         let mut inputs = vec![random::<T>(rng, &[4, 5]), random::<T>(rng, &[5])];
         if *name == "pow" && T::TYPE.kind != Kind::Float {
             // XLA's integer pow reads 6 bits of the exponent; the crate the whole exponent
-            // (README, "Where the references disagree"): exponents below 64 here.
+            // (docs/references.md): exponents below 64 here.
             inputs[1] = T::small(rng, &[5]);
         }
         case(format!("{name}/{ty}"), &p, inputs, corpus);
@@ -411,8 +409,7 @@ where
         .unwrap();
     let r = p.reduce_in_dim(x, &[4, 1], &[1, 0]).unwrap();
     let b = p.broadcast_in_dim(lo, &[2, 3], &[]).unwrap();
-    // Not zero: XLA simplifies `x + 0.0` to `x`, wrong for `x = -0.0` (README, "Where the
-    // references disagree").
+    // Not zero: XLA simplifies `x + 0.0` to `x`, wrong for `x = -0.0` (docs/references.md).
     let k = p.constant(T::xla_one());
     let plus = p.add(x, k, &[]).unwrap();
     for v in [s, c, r, b, plus] {
@@ -454,7 +451,7 @@ type Transcendental = (&'static str, Unarier, (f64, f64), [u32; 4]);
 /// The transcendental ops: each op and float type on 256 inputs over the op's range (and its
 /// special values), and the ulps XLA's results may be from the crate's (the most this corpus
 /// shows, XLA's error and the crate's together: both approximate, XLA per type its own way;
-/// README, "Where the references disagree").
+/// docs/references.md).
 #[rustfmt::skip]
 const TRANSCENDENTAL: [Transcendental; 11] = [
     // (name, recorder, input range, ulps for f32, f64, f16, bf16)

@@ -198,3 +198,45 @@ fn transcendentals_are_within_their_ulps() {
         );
     }
 }
+
+/// `xla_bcast::math`'s functions give the program ops' bits, NaNs included, for `f32` and
+/// `f64`, over each op's inputs.
+#[test]
+fn public_math_gives_the_program_bits() {
+    use xla_bcast::math;
+    type Pair = (&'static str, fn(f32) -> f32, fn(f64) -> f64);
+    let public: [Pair; 11] = [
+        ("exp", math::exp, math::exp),
+        ("expm1", math::expm1, math::expm1),
+        ("log", math::log, math::log),
+        ("log1p", math::log1p, math::log1p),
+        ("logistic", math::logistic, math::logistic),
+        ("tanh", math::tanh, math::tanh),
+        ("rsqrt", math::rsqrt, math::rsqrt),
+        ("cbrt", math::cbrt, math::cbrt),
+        ("sin", math::sin, math::sin),
+        ("cos", math::cos, math::cos),
+        ("tan", math::tan, math::tan),
+    ];
+    for (i, (&(name, record, _, _, range), &(public_name, f32s, f64s))) in
+        CASES.iter().zip(&public).enumerate()
+    {
+        assert_eq!(name, public_name);
+        let mut xs = inputs(range, 20_000, 0x5eed ^ i as u64);
+        xs.extend([1e6, -1e6, 823549.0, 823551.0, 3e38, -3e38]); // beyond trig's range
+        let x32: Array1<f32> = xs.iter().map(|&x| x as f32).collect();
+        let Tensor::F32(got) = run(record, Tensor::from(x32.clone().into_dyn())) else {
+            panic!("f32 result");
+        };
+        for (&x, &g) in x32.iter().zip(got.iter()) {
+            assert_eq!(f32s(x).to_bits(), g.to_bits(), "{name} f32 at {x:e}");
+        }
+        let x64 = Array1::from(xs);
+        let Tensor::F64(got) = run(record, Tensor::from(x64.clone().into_dyn())) else {
+            panic!("f64 result");
+        };
+        for (&x, &g) in x64.iter().zip(got.iter()) {
+            assert_eq!(f64s(x).to_bits(), g.to_bits(), "{name} f64 at {x:e}");
+        }
+    }
+}

@@ -205,8 +205,9 @@ def main(rounds):
     print(f"f32, medians of {rounds} interleaved rounds, ms; numpy {np.__version__}"
           + (f", numexpr {ne.__version__} (2 threads)" if ne else "")
           + (f", jax {jax.__version__}" if jax else "") + "\n")
-    systems = ["executable", "executable_into", "op_by_op", "direct", "direct_into",
-               "ndarray_ops", "ndarray_zip_into", "numpy", "numpy_out", "numexpr", "xla", "floor"]
+    systems = ["executable", "executable_into", "op_by_op", "direct", "direct_into", "zip_into",
+               "rows_into", "ndarray_ops", "ndarray_zip_into", "numpy", "numpy_out", "numexpr", "xla",
+               "floor"]
     print("| workload | size | " + " | ".join(systems) + " | fastest peer / executable (into) |")
     print("|---|---|" + "---|" * (len(systems) + 1))
     for name, size in dict.fromkeys((k[0], k[1]) for k in keys):

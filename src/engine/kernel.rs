@@ -59,7 +59,7 @@ pub(crate) unsafe fn call<const N: usize>(
 ) {
     #[cfg(target_arch = "x86_64")]
     if simd() >= Simd::Avx2 {
-        // SAFETY: `simd` checked that this CPU has AVX2; the block as the caller promised.
+        // SAFETY: `simd` checked that this CPU has AVX2 and FMA; the block as the caller promised.
         return unsafe { kernel.block_wide(ptrs, block, written) };
     }
     // SAFETY: as the caller promised.
@@ -97,12 +97,13 @@ pub(crate) fn simd() -> Simd {
     Simd::Baseline
 }
 
-/// `kernel.block`, inlined into a copy compiled with AVX2.
+/// `kernel.block`, inlined into a copy compiled with AVX2 and FMA (so that [`crate::math`]'s
+/// `mul_add`s in a closure are one instruction, the same bits as the platform's `fma`).
 ///
 /// # Safety
-/// The CPU supports AVX2; the block as [`BlockKernel::block`] requires.
+/// The CPU supports AVX2 and FMA; the block as [`BlockKernel::block`] requires.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn block_avx2<K: BlockKernel<N> + ?Sized, const N: usize>(
     kernel: &K,
     ptrs: [*mut u8; N],
@@ -111,6 +112,36 @@ unsafe fn block_avx2<K: BlockKernel<N> + ?Sized, const N: usize>(
 ) {
     // SAFETY: as the caller promised.
     unsafe { kernel.block(ptrs, block, written) }
+}
+
+/// Work compiled into each instruction set's copy: [`widest`] runs it in the AVX2 and FMA copy
+/// on a CPU that has them, else in the baseline's. `run` must be `#[inline(always)]`, so that
+/// its loops (and the closures they call, as the compiler inlines them) are compiled for the
+/// copy; a `mul_add` is then one instruction, not a call.
+pub(crate) trait Widest {
+    type Out;
+    fn run(self) -> Self::Out;
+}
+
+/// `w.run()` in the widest copy this CPU runs ([`simd`]).
+#[inline(always)]
+pub(crate) fn widest<W: Widest>(w: W) -> W::Out {
+    #[cfg(target_arch = "x86_64")]
+    if simd() >= Simd::Avx2 {
+        // SAFETY: `simd` checked that this CPU has AVX2 and FMA.
+        return unsafe { widest_avx2(w) };
+    }
+    w.run()
+}
+
+/// [`Widest::run`] compiled with AVX2 and FMA.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn widest_avx2<W: Widest>(w: W) -> W::Out {
+    w.run()
 }
 
 /// `f`, counting its results in `written` when they need dropping: the kernels write each result
@@ -124,163 +155,82 @@ fn counted<R>(written: &Cell<usize>, v: R) -> R {
     v
 }
 
-/// `out[i] = f(a[i])` ([`map_block`]): output slots `S`, input `A`.
-pub(crate) struct Map<'k, S, A, F> {
+/// An operand of [`ZipN`]: its type-erased operand, and how the element function receives its
+/// elements: by value (a clone of a read element, [`Src`]) or as `&mut` (an element it
+/// updates in place, [`SrcMut`]).
+pub trait Part: Sync {
+    /// The array's element type.
+    type Elem;
+    /// What the element function gets.
+    type Item;
+    fn operand(&self) -> &Operand<'_>;
+    /// # Safety
+    /// `p` is a valid element of the part's array; a written part's is handed out once, to one
+    /// thread.
+    unsafe fn item(p: *mut Self::Elem) -> Self::Item;
+}
+
+impl<T: Clone + Sync> Part for Src<'_, T> {
+    type Elem = T;
+    type Item = T;
+    fn operand(&self) -> &Operand<'_> {
+        Src::operand(self)
+    }
+    #[inline(always)]
+    unsafe fn item(p: *mut T) -> T {
+        // SAFETY: a valid element, as the caller promised.
+        unsafe { (*p).clone() }
+    }
+}
+
+/// An array written in place, element by element, as `&'a mut`: at its own shape, never
+/// broadcast, never staged or copied (its operand is not `plain`).
+pub struct SrcMut<'a, T> {
+    operand: Operand<'a>,
+    _borrow: PhantomData<&'a mut T>,
+}
+
+impl<'a, T> SrcMut<'a, T> {
+    pub fn of<D: ndarray::Dimension>(a: &'a mut ndarray::ArrayRef<T, D>) -> Self {
+        SrcMut {
+            operand: Operand::output(a),
+            _borrow: PhantomData,
+        }
+    }
+}
+
+impl<'a, T: Send + Sync> Part for SrcMut<'a, T> {
+    type Elem = T;
+    type Item = &'a mut T;
+    fn operand(&self) -> &Operand<'_> {
+        &self.operand
+    }
+    #[inline(always)]
+    unsafe fn item(p: *mut T) -> &'a mut T {
+        // SAFETY: an element of the array borrowed mutably for `'a`, handed out once.
+        unsafe { &mut *p }
+    }
+}
+
+/// `out[i] = f(parts.0[i], parts.1[i], ...)`: output slots `S` (fresh, or elements to
+/// overwrite), a tuple of [`Part`]s.
+pub(crate) struct ZipN<'k, S, P, F> {
     f: &'k F,
-    a: &'k Src<'k, A>,
+    parts: P,
     _out: PhantomData<fn() -> S>,
 }
 
-/// `out[i] = f(a[i], b[i])` ([`zip_block`]).
-pub(crate) struct Zip<'k, S, A, B, F> {
-    f: &'k F,
-    a: &'k Src<'k, A>,
-    b: &'k Src<'k, B>,
-    _out: PhantomData<fn() -> S>,
-}
-
-/// `out[i] = f(a[i], b[i], c[i])` ([`zip3_block`]).
-pub(crate) struct Zip3<'k, S, A, B, C, F> {
-    f: &'k F,
-    a: &'k Src<'k, A>,
-    b: &'k Src<'k, B>,
-    c: &'k Src<'k, C>,
-    _out: PhantomData<fn() -> S>,
-}
-
-/// `out[i] = f(out[i], b[i])` ([`update_block`]): in place.
-pub(crate) struct Update<'k, A, B, F> {
-    f: &'k F,
-    b: &'k Src<'k, B>,
-    _out: PhantomData<fn() -> A>,
-}
-
-impl<S: Sink<C>, A: Clone + Sync, C, F: Fn(A) -> C + Sync> BlockKernel<2> for Map<'_, S, A, F> {
-    fn input(&self, _: usize) -> &Operand<'_> {
-        self.a.operand()
-    }
-
-    #[inline(always)]
-    unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, written: &Cell<usize>) {
-        let (o, a) = (p[0].cast::<S>(), p[1].cast_const().cast::<A>());
-        // SAFETY: as the caller promised, for an output of `S` and an input of `A`.
-        unsafe { map_block(o, a, blk, &|x| counted(written, (self.f)(x))) }
-    }
-}
-
-impl<S, A, B, C, F> BlockKernel<3> for Zip<'_, S, A, B, F>
-where
-    S: Sink<C>,
-    A: Clone + Sync,
-    B: Clone + Sync,
-    F: Fn(A, B) -> C + Sync,
-{
-    fn input(&self, k: usize) -> &Operand<'_> {
-        match k {
-            1 => self.a.operand(),
-            _ => self.b.operand(),
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn block(&self, p: [*mut u8; 3], blk: Block<3>, written: &Cell<usize>) {
-        let (a, b) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
-        // SAFETY: as the caller promised, for an output of `S` and inputs of `A` and `B`.
-        unsafe {
-            zip_block(p[0].cast::<S>(), a, b, blk, &|x, y| {
-                counted(written, (self.f)(x, y))
-            })
-        }
-    }
-}
-
-impl<S, A, B, C, R, F> BlockKernel<4> for Zip3<'_, S, A, B, C, F>
-where
-    S: Sink<R>,
-    A: Clone + Sync,
-    B: Clone + Sync,
-    C: Clone + Sync,
-    F: Fn(A, B, C) -> R + Sync,
-{
-    fn input(&self, k: usize) -> &Operand<'_> {
-        match k {
-            1 => self.a.operand(),
-            2 => self.b.operand(),
-            _ => self.c.operand(),
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn block(&self, p: [*mut u8; 4], blk: Block<4>, written: &Cell<usize>) {
-        let (a, b) = (p[1].cast_const().cast::<A>(), p[2].cast_const().cast::<B>());
-        let c = p[3].cast_const().cast::<C>();
-        let f = |x, y, z| counted(written, (self.f)(x, y, z));
-        // SAFETY: as the caller promised, for an output of `S` and inputs of `A`, `B`, `C`.
-        unsafe { zip3_block(p[0].cast::<S>(), a, b, c, blk, &f) }
-    }
-}
-
-impl<S, A, F> Writes<S> for Map<'_, S, A, F> {}
-impl<S, A, B, F> Writes<S> for Zip<'_, S, A, B, F> {}
-impl<S, A, B, C, F> Writes<S> for Zip3<'_, S, A, B, C, F> {}
-impl<A, B, F> Writes<A> for Update<'_, A, B, F> {}
-
-impl<'k, A, B, F> Update<'k, A, B, F> {
-    pub fn new(f: &'k F, b: &'k Src<'k, B>) -> Self {
-        Update {
+impl<'k, S, P, F> ZipN<'k, S, P, F> {
+    pub fn new(f: &'k F, parts: P) -> Self {
+        ZipN {
             f,
-            b,
+            parts,
             _out: PhantomData,
         }
     }
 }
 
-impl<A: Clone + Sync, B: Clone + Sync, F: Fn(A, B) -> A + Sync> BlockKernel<2>
-    for Update<'_, A, B, F>
-{
-    fn input(&self, _: usize) -> &Operand<'_> {
-        self.b.operand()
-    }
-
-    #[inline(always)]
-    unsafe fn block(&self, p: [*mut u8; 2], blk: Block<2>, _: &Cell<usize>) {
-        // SAFETY: as the caller promised; the output, initialised, is read and written.
-        unsafe { update_block(p[0].cast::<A>(), p[1].cast_const().cast::<B>(), blk, self.f) }
-    }
-}
-
-impl<'k, S, A, F> Map<'k, S, A, F> {
-    pub fn new(f: &'k F, a: &'k Src<'k, A>) -> Self {
-        Map {
-            f,
-            a,
-            _out: PhantomData,
-        }
-    }
-}
-
-impl<'k, S, A, B, F> Zip<'k, S, A, B, F> {
-    pub fn new(f: &'k F, a: &'k Src<'k, A>, b: &'k Src<'k, B>) -> Self {
-        Zip {
-            f,
-            a,
-            b,
-            _out: PhantomData,
-        }
-    }
-}
-
-impl<'k, S, A, B, C, F> Zip3<'k, S, A, B, C, F> {
-    pub fn new(f: &'k F, a: &'k Src<'k, A>, b: &'k Src<'k, B>, c: &'k Src<'k, C>) -> Self {
-        Zip3 {
-            f,
-            a,
-            b,
-            c,
-            _out: PhantomData,
-        }
-    }
-}
+impl<S, P, F> Writes<S> for ZipN<'_, S, P, F> {}
 
 /// Where a kernel puts a result: a fresh (uninitialised) slot, or an existing element.
 pub(crate) trait Sink<C> {
@@ -351,169 +301,107 @@ macro_rules! per_run {
     }};
 }
 
-/// `o[i] = f(a[i])` over a block.
+/// `o[i] = f(parts[0][i], parts[1][i], ...)` over a block, for each tuple of 1 to 6 [`Part`]s:
+/// the engine's one elementwise kernel (every eager op, `StrictZip`, the in-place ops).
 ///
-/// # Safety
-/// `blk.n > 0`; every element the block addresses is a valid element of its operand, the
-/// written ones distinct from each other and from every element read, and no other thread
-/// touches them.
-#[inline(always)]
-pub(crate) unsafe fn map_block<S: Sink<C>, A: Clone, C>(
-    o: *mut S,
-    a: *const A,
-    blk: Block<2>,
-    f: &impl Fn(A) -> C,
-) {
-    // SAFETY: the caller promised that every element the block addresses is a valid
-    // element of its operand and that the written ones are this thread's alone. `per_run!` only
-    // moves the pointers to elements of the block's runs (a run's start, or its split point inside
-    // it), the slices span the `n` elements of a unit-stride run, the references are to the one
-    // element of a stride-0 operand, and every other access is at `i * stride` for `i < n`.
-    unsafe {
-        match blk.inner {
-            [1, 1] => per_run!(blk, [o, a], n, {
-                let (o, a) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(a, n));
-                for (o, a) in o.iter_mut().zip(a) {
-                    o.put(f(a.clone()));
+/// A run whose operands all have unit strides is one loop over it, which the compiler
+/// vectorises. Otherwise, with a unit-stride output and each other operand either unit-stride
+/// or plain, the run goes in chunks of [`CHUNK`] elements, each strided or broadcast operand
+/// copied (a gather, or a splat of its one element) into a buffer on the stack first, so that
+/// the same loop runs over contiguous chunks. Anything else (a strided output, a strided
+/// written part) is the plain strided loop.
+macro_rules! zip_n {
+    ($($n:literal: $($P:ident $p:ident $buf:ident $i:tt $k:literal),+;)*) => {$(
+        impl<S, C, F, $($P: Part),+> BlockKernel<$n> for ZipN<'_, S, ($($P,)+), F>
+        where
+            S: Sink<C>,
+            F: Fn($($P::Item),+) -> C + Sync,
+        {
+            fn input(&self, k: usize) -> &Operand<'_> {
+                [$(self.parts.$i.operand()),+][k - 1]
+            }
+
+            #[inline(always)]
+            unsafe fn block(&self, p: [*mut u8; $n], blk: Block<$n>, written: &Cell<usize>) {
+                let o = p[0].cast::<S>();
+                $(let $p = p[$k].cast::<$P::Elem>();)+
+                let f = |$($p: $P::Item),+| counted(written, (self.f)($($p),+));
+                let unit = blk.inner == [1; $n];
+                let chunked = blk.inner[0] == 1
+                    $(&& (blk.inner[$k] == 1 || self.parts.$i.operand().plain))+;
+                // SAFETY: the caller promised that every element the block addresses is a valid
+                // element of its operand (of the part's type), the written ones this thread's
+                // alone and each addressed once. `per_run!` moves the pointers to elements of
+                // the block's runs; every access is at `i * stride` for `i < n` from a run's
+                // start, or inside a chunk buffer that `chunk` filled with `m` elements.
+                unsafe {
+                    per_run!(blk, [o $(, $p)+], n, {
+                        if unit {
+                            for i in 0..n {
+                                (*o.add(i)).put(f($($P::item($p.add(i))),+));
+                            }
+                        } else if chunked {
+                            $(let mut $buf = [const { MaybeUninit::<$P::Elem>::uninit() }; CHUNK];)+
+                            let mut at = 0;
+                            while at < n {
+                                let m = CHUNK.min(n - at);
+                                $(let $p = chunk($p.offset(at as isize * blk.inner[$k]),
+                                    blk.inner[$k], m, at == 0, &mut $buf);)+
+                                let o = o.add(at);
+                                for i in 0..m {
+                                    (*o.add(i)).put(f($($P::item($p.add(i))),+));
+                                }
+                                at += m;
+                            }
+                        } else {
+                            for i in 0..n as isize {
+                                (*o.offset(i * blk.inner[0]))
+                                    .put(f($($P::item($p.offset(i * blk.inner[$k]))),+));
+                            }
+                        }
+                    })
                 }
-            }),
-            [1, 0] => per_run!(blk, [o, a], n, {
-                let a = &*a;
-                for o in slice::from_raw_parts_mut(o, n) {
-                    o.put(f(a.clone()));
-                }
-            }),
-            [so, sa] => per_run!(blk, [o, a], n, {
-                for i in 0..n as isize {
-                    (*o.offset(i * so)).put(f((*a.offset(i * sa)).clone()));
-                }
-            }),
+            }
         }
-    }
+    )*};
+}
+zip_n! {
+    2: A a ba 0 1;
+    3: A a ba 0 1, B b bb 1 2;
+    4: A a ba 0 1, B b bb 1 2, C2 c bc 2 3;
+    5: A a ba 0 1, B b bb 1 2, C2 c bc 2 3, D d bd 3 4;
+    6: A a ba 0 1, B b bb 1 2, C2 c bc 2 3, D d bd 3 4, E e be 4 5;
+    7: A a ba 0 1, B b bb 1 2, C2 c bc 2 3, D d bd 3 4, E e be 4 5, G g bg 5 6;
 }
 
-/// `o[i] = f(a[i], b[i])` over a block.
-///
-/// # Safety
-/// As [`map_block`], for the three operands.
-#[inline(always)]
-pub(crate) unsafe fn zip_block<S: Sink<C>, A: Clone, B: Clone, C>(
-    o: *mut S,
-    a: *const A,
-    b: *const B,
-    blk: Block<3>,
-    f: &impl Fn(A, B) -> C,
-) {
-    // SAFETY: as in `map_block`.
-    unsafe {
-        match blk.inner {
-            [1, 1, 1] => per_run!(blk, [o, a, b], n, {
-                let o = slice::from_raw_parts_mut(o, n);
-                let (a, b) = (slice::from_raw_parts(a, n), slice::from_raw_parts(b, n));
-                for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
-                    o.put(f(a.clone(), b.clone()));
-                }
-            }),
-            [1, 1, 0] => per_run!(blk, [o, a, b], n, {
-                let (o, a, b) = (
-                    slice::from_raw_parts_mut(o, n),
-                    slice::from_raw_parts(a, n),
-                    &*b,
-                );
-                for (o, a) in o.iter_mut().zip(a) {
-                    o.put(f(a.clone(), b.clone()));
-                }
-            }),
-            [1, 0, 1] => per_run!(blk, [o, a, b], n, {
-                let (o, a, b) = (
-                    slice::from_raw_parts_mut(o, n),
-                    &*a,
-                    slice::from_raw_parts(b, n),
-                );
-                for (o, b) in o.iter_mut().zip(b) {
-                    o.put(f(a.clone(), b.clone()));
-                }
-            }),
-            [so, sa, sb] => per_run!(blk, [o, a, b], n, {
-                for i in 0..n as isize {
-                    (*o.offset(i * so))
-                        .put(f((*a.offset(i * sa)).clone(), (*b.offset(i * sb)).clone()));
-                }
-            }),
-        }
-    }
-}
+/// Elements a strided or broadcast operand is copied in, at a time ([`chunk`]).
+pub(crate) const CHUNK: usize = 64;
 
-/// `o[i] = f(a[i], b[i], c[i])` over a block.
+/// `m` elements of an operand from `p` at stride `s`, as one contiguous run: `p` itself for a
+/// unit stride, else the elements copied into `buf` (a broadcast one, the same element, only
+/// when `first`: the run's later chunks find it there).
 ///
 /// # Safety
-/// As [`map_block`], for the four operands.
+/// The `m` elements are valid; a stride other than 1 is an operand of plain elements (their
+/// bits are their values, no drop), only read.
 #[inline(always)]
-pub(crate) unsafe fn zip3_block<S: Sink<D>, A: Clone, B: Clone, C: Clone, D>(
-    o: *mut S,
-    a: *const A,
-    b: *const B,
-    c: *const C,
-    blk: Block<4>,
-    f: &impl Fn(A, B, C) -> D,
-) {
-    // SAFETY: as in `map_block`.
-    unsafe {
-        match blk.inner {
-            [1, 1, 1, 1] => per_run!(blk, [o, a, b, c], n, {
-                let o = slice::from_raw_parts_mut(o, n);
-                let (a, b, c) = (
-                    slice::from_raw_parts(a, n),
-                    slice::from_raw_parts(b, n),
-                    slice::from_raw_parts(c, n),
-                );
-                for (((o, a), b), c) in o.iter_mut().zip(a).zip(b).zip(c) {
-                    o.put(f(a.clone(), b.clone(), c.clone()));
-                }
-            }),
-            [so, sa, sb, sc] => per_run!(blk, [o, a, b, c], n, {
-                for i in 0..n as isize {
-                    (*o.offset(i * so)).put(f(
-                        (*a.offset(i * sa)).clone(),
-                        (*b.offset(i * sb)).clone(),
-                        (*c.offset(i * sc)).clone(),
-                    ));
-                }
-            }),
+pub(crate) unsafe fn chunk<T>(
+    p: *mut T,
+    s: isize,
+    m: usize,
+    first: bool,
+    buf: &mut [MaybeUninit<T>; CHUNK],
+) -> *mut T {
+    if s == 1 {
+        return p;
+    }
+    if s != 0 || first {
+        for (j, b) in buf[..m].iter_mut().enumerate() {
+            // SAFETY: element `j < m` of the run, as the caller promised; a plain copy.
+            b.write(unsafe { std::ptr::read(p.offset(j as isize * s)) });
         }
     }
-}
-
-/// `o[i] = f(o[i], b[i])` over a block: in-place ops.
-///
-/// # Safety
-/// As [`map_block`]; `o` is read and written, and never repeats (no stride 0).
-#[inline(always)]
-pub(crate) unsafe fn update_block<A: Clone, B: Clone>(
-    o: *mut A,
-    b: *const B,
-    blk: Block<2>,
-    f: &impl Fn(A, B) -> A,
-) {
-    // SAFETY: as in `map_block`.
-    // The output is read and written through the same element, never through two aliases.
-    unsafe {
-        match blk.inner {
-            [1, 1] => per_run!(blk, [o, b], n, {
-                let (o, b) = (slice::from_raw_parts_mut(o, n), slice::from_raw_parts(b, n));
-                for (o, b) in o.iter_mut().zip(b) {
-                    *o = f(o.clone(), b.clone());
-                }
-            }),
-            [1, 0] => per_run!(blk, [o, b], n, {
-                let b = &*b;
-                for o in slice::from_raw_parts_mut(o, n) {
-                    *o = f(o.clone(), b.clone());
-                }
-            }),
-            _ => per_run!(blk, [o, b], n, { update_row(o, b, n, blk.inner, f) }),
-        }
-    }
+    buf.as_mut_ptr().cast()
 }
 
 /// `o[i] = f(o[i], b[i])` for one run of `n` elements; `s[0] == 0` folds the run into one

@@ -49,8 +49,9 @@ pub(crate) use alloc::Blank;
 pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 pub(crate) use kernel::Block;
-pub(crate) use kernel::{BlockKernel, Fold, FoldOrder, Map, Update, Writes, Zip, Zip3};
-#[cfg(feature = "stablehlo")]
+pub(crate) use kernel::{
+    chunk, widest, BlockKernel, Fold, FoldOrder, Part, SrcMut, Widest, Writes, ZipN, CHUNK,
+};
 pub(crate) use operand::Shared;
 #[cfg(feature = "stablehlo")]
 pub(crate) use operand::Strides;
@@ -264,17 +265,25 @@ fn is_one_run(len: usize, out_size: usize, inputs: &[&Operand<'_>]) -> bool {
     len > 0 && parallel::is_small(traffic)
 }
 
-/// `out[i] = f(out[i], b[i])`, in place.
+/// `out[i] = f(out[i], b[i])`, in place: `out` as a written part beside `b`, walked into an
+/// array of `()` (which allocates nothing, so cannot fail for the shape of an existing array).
 pub(crate) fn assign<A, B, D>(
     out: &mut ArrayRef<A, D>,
-    b: &Src<'_, B>,
+    b: Src<'_, B>,
     f: &(impl Fn(A, B) -> A + Sync),
 ) where
     A: Clone + Send + Sync,
     B: Clone + Sync,
     D: Dimension,
 {
-    into(out, &Update::new(f, b));
+    let dim = out.raw_dim();
+    let g = |a: &mut A, b: B| *a = f(a.clone(), b);
+    let _ = collect::<(), D, _, 3>(
+        "assign",
+        dim,
+        &ZipN::new(&g, (SrcMut::of(out), b)),
+        Fresh::FollowInputs,
+    );
 }
 
 /// The walk over `N` operands, compiled once in this crate: a generic walk would be compiled
@@ -305,7 +314,7 @@ macro_rules! walks {
         }
     )*};
 }
-walks!(2, 3, 4);
+walks!(2, 3, 4, 5, 6, 7);
 
 /// Walks the output `out` and `kernel`'s inputs: the plan, then blocks of contiguous ranges of
 /// it, split across threads when large.

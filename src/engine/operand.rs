@@ -21,7 +21,7 @@ static ZEROS: [isize; 16] = [0; 16];
 
 /// An operand's strides: its array's own (the common case, borrowed: nothing to copy on the
 /// hot path of small ops), or strides made for a broadcast.
-pub(crate) enum StridesAt<'a> {
+pub enum StridesAt<'a> {
     Own(&'a [isize]),
     Made(Strides),
 }
@@ -39,7 +39,7 @@ impl std::ops::Deref for StridesAt<'_> {
 
 /// An operand of a walk, type erased. Every index of `shape` addresses one of its elements at
 /// `ptr + strides . index` (elements of `size` bytes).
-pub(crate) struct Operand<'a> {
+pub struct Operand<'a> {
     ptr: *mut u8,
     pub size: usize,
     /// Plain bits that a transposing walk may stage ([`transpose::plain_size`]); never for the
@@ -160,7 +160,7 @@ unsafe impl Sync for Shared {}
 /// constructors that check the placement against the shape rule, so every output index reads
 /// one of its elements.
 #[repr(transparent)]
-pub(crate) struct Src<'a, T> {
+pub struct Src<'a, T> {
     operand: Operand<'a>,
     _borrow: PhantomData<&'a T>,
 }

@@ -23,23 +23,7 @@ use crate::error::Result;
 /// touches the output's.
 pub(crate) type Run<const N: usize> = unsafe fn([*mut u8; N], usize);
 
-/// An element function of `ARITY` inputs, known by its type: `f` on the inputs `A`
-/// (one type for all of them) gives an `Out`.
-pub(crate) trait Elementwise<A, const ARITY: usize> {
-    /// The result's type.
-    type Out;
-    /// The function.
-    fn f(x: [A; ARITY]) -> Self::Out;
-    /// Whether `f` is a fast form that leaves some inputs to [`Elementwise::exact`]: the loop
-    /// then runs `f` branch-free over the whole run, and a second pass puts `exact`'s results
-    /// where it has them.
-    const EXACT: bool = false;
-    /// The result for inputs `f` does not cover, `None` for the others.
-    #[inline(always)]
-    fn exact(_x: &[A; ARITY]) -> Option<Self::Out> {
-        None
-    }
-}
+pub(crate) use crate::elementwise::Elementwise;
 
 /// The kernel of `F` over one run, `ARITY + 1` operands: the output, then the inputs. The loops
 /// index slices of one length (the checks fold away), which compiles faster than zipped

@@ -4,7 +4,7 @@ use ndarray::{Array, ArrayRef, ArrayView, ArrayViewMut, Dimension, IxDyn};
 
 use super::Layout;
 use crate::element::XlaOrd;
-use crate::engine::{self, Fresh, Map, Src};
+use crate::engine::{self, Fresh, Src, ZipN};
 use crate::error::{BroadcastError, Result};
 
 /// A zero-copy view of `buffer`, an array of `dims` in `layout` (padding skipped).
@@ -98,7 +98,7 @@ pub fn to_buffer<A: XlaOrd, D: Dimension>(
             format!("ndarray refused the strides: {e}"),
         )
     })?;
-    engine::into(&mut out, &Map::new(&|x: A| x, &Src::of(array)));
+    engine::into(&mut out, &ZipN::new(&|x: A| x, (Src::of(array),)));
     // SAFETY: without padding the layout's strides map the array's elements one-to-one onto
     // 0..len, all written by the engine pass; with padding every slot was written first.
     unsafe { buffer.set_len(len) };
@@ -123,8 +123,7 @@ pub fn from_buffer<A: Clone + Send + Sync>(
 ) -> Result<Array<A, IxDyn>> {
     let v = view(buffer, dims, layout).map_err(|e| rename(e, "from_buffer"))?;
     // Standard layout whatever the buffer's, as documented: no inputs to follow.
-    let v = Src::of(&v);
-    let copy = Map::new(&|x: A| x, &v);
+    let copy = ZipN::new(&|x: A| x, (Src::of(&v),));
     engine::collect("from_buffer", IxDyn(dims), &copy, Fresh::Standard)
 }
 

@@ -202,7 +202,7 @@ compare_ops!(program_compare);
 /// Generates, from one row per unary op, its enum, its StableHLO name and the [`Program`]
 /// method that records it (JAX `lax`'s name).
 macro_rules! unaries {
-    ($($name:ident => $v:ident, $hlo:literal, [$($kind:ident),*], $what:literal, $ty:ty, $input:expr, $want:expr;)*) => {
+    ($($name:ident => $v:ident, $hlo:literal, [$($methods:ident),*], [$($kind:ident),*], $what:literal, $ty:ty, $input:expr, $want:expr;)*) => {
         /// The unary elementwise ops.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub(crate) enum Unary {

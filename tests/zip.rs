@@ -1,0 +1,374 @@
+//! `StrictZip`: n-ary zips under XLA's rule against plain loops, the written operands, the
+//! errors (one test per message), panics, and the parallel split.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ndarray::{arr0, s, Array, Array1, Array2, Array3, Axis};
+use xla_bcast::prelude::*;
+use xla_bcast::BroadcastError;
+
+fn grid(shape: (usize, usize), seed: u32) -> Array2<f32> {
+    Array2::from_shape_fn(shape, |(i, j)| {
+        ((i as u32 * 31 + j as u32 * 17 + seed * 7) % 97) as f32 / 8.0 - 6.0
+    })
+}
+
+/// Six operands of every kind (same shape, transposed view, degenerate row, degenerate column,
+/// scalar, lower-rank vector in dims) at sizes that take each inner loop (unit, chunked,
+/// strided) and the parallel split, against a plain loop.
+#[test]
+fn six_operands_of_every_kind_match_a_plain_loop() {
+    for (m, n) in [(3, 5), (70, 130), (600, 700)] {
+        let a = grid((m, n), 1);
+        let bt = grid((n, m), 2);
+        let b = bt.t();
+        let row = grid((1, n), 3);
+        let col = grid((m, 1), 4);
+        let k = arr0(0.5f32);
+        let v = Array1::from_shape_fn(m, |i| i as f32 * 0.25);
+        let k_in = k.view().into_shape_with_order(Vec::<usize>::new()).unwrap();
+        let f = |a: f32, b: f32, r: f32, c: f32, k: f32, v: f32| a * b + r - c * k + v;
+        let got = StrictZip::from(&a)
+            .and(&b)
+            .and(&row)
+            .and(&col)
+            .and_in_dims(&k_in, &[])
+            .and_in_dims(&v, &[0])
+            .map_collect(f)
+            .unwrap();
+        let want = Array2::from_shape_fn((m, n), |(i, j)| {
+            f(a[[i, j]], b[[i, j]], row[[0, j]], col[[i, 0]], 0.5, v[i])
+        });
+        assert_eq!(got, want, "{m}x{n}");
+        // The same into a caller's transposed (column-major) array.
+        let mut out = Array2::<f32>::zeros((n, m));
+        let mut out_t = out.view_mut().reversed_axes();
+        StrictZip::from(&a)
+            .and(&b)
+            .and(&row)
+            .and(&col)
+            .and(&k_in.into_shape_with_order((1, 1)).unwrap())
+            .and_in_dims(&v, &[0])
+            .map_assign_into(&mut out_t, f)
+            .unwrap();
+        assert_eq!(out.t(), want, "{m}x{n} into");
+    }
+}
+
+/// The result's shape is the equal-rank operands' broadcast together: a `(1, n)` first operand
+/// grows to `(m, n)`, and the result has the first operand's dimension type.
+#[test]
+fn degenerate_dims_broadcast_both_ways() {
+    let row = Array2::from_shape_fn((1, 3), |(_, j)| j as i64);
+    let col = Array2::from_shape_fn((2, 1), |(i, _)| 10 * i as i64);
+    let r: Array2<i64> = StrictZip::from(&row)
+        .and(&col)
+        .map_collect(|a, b| a + b)
+        .unwrap();
+    assert_eq!(r, ndarray::array![[0, 1, 2], [10, 11, 12]]);
+    let x = Array3::from_shape_fn((2, 3, 4), |(i, j, k)| (i * 100 + j * 10 + k) as i32);
+    let w = ndarray::array![[1, 2, 3, 4], [5, 6, 7, 8]];
+    let r = StrictZip::from(&x)
+        .and_in_dims(&w, &[0, 2])
+        .map_collect(|x, w| x * w)
+        .unwrap();
+    assert_eq!(r[[1, 2, 3]], 123 * 8);
+    assert_eq!(r[[0, 1, 0]], 10);
+}
+
+/// Written operands: `&mut` to each element, several of them, any element type; a
+/// written operand beside strided and broadcast reads.
+#[test]
+fn written_operands_get_each_element_once() {
+    let x = grid((300, 200), 5);
+    let mut lo = Array2::<f32>::zeros((300, 200));
+    let mut hi = Array2::<f32>::zeros((300, 200));
+    let bias = Array1::from_shape_fn(200, |j| j as f32 / 100.0);
+    let mut hi_t = Array2::<f32>::zeros((200, 300));
+    let mut hi_view = hi_t.view_mut().reversed_axes();
+    StrictZip::from(&mut lo)
+        .and(&mut hi_view)
+        .and(&x.t().t())
+        .and_in_dims(&bias, &[1])
+        .for_each(|lo, hi, x, b| {
+            *lo = (x + b).min(0.0);
+            *hi += (x + b).max(0.0);
+        })
+        .unwrap();
+    hi.assign(&hi_t.t());
+    for ((i, j), &v) in x.indexed_iter() {
+        let y = v + bias[j];
+        assert_eq!((lo[[i, j]], hi[[i, j]]), (y.min(0.0), y.max(0.0)));
+    }
+    // Strings: clones by value, written through `&mut`.
+    let names = ndarray::array![["a", "b"], ["c", "d"]].mapv(String::from);
+    let mut joined = Array2::<String>::default((2, 2));
+    StrictZip::from(&mut joined)
+        .and(&names)
+        .and_in_dims(&ndarray::array![1usize, 3], &[1])
+        .for_each(|o, s, n| *o = s.repeat(n))
+        .unwrap();
+    assert_eq!(
+        joined,
+        ndarray::array![["a", "bbb"], ["c", "ddd"]].mapv(String::from)
+    );
+}
+
+/// Each misfit is a `ZipOperand` error that names the operand's position, with the rule's
+/// message and, where a lower-rank operand is the likely fix, `and_in_dims`.
+#[test]
+fn each_misfit_names_its_operand() {
+    let x = Array2::<f32>::zeros((2, 3));
+    let v = Array1::<f32>::zeros(3);
+    let msg = |e: BroadcastError| {
+        assert!(matches!(e, BroadcastError::ZipOperand { .. }), "{e:?}");
+        e.to_string()
+    };
+    // A lower-rank operand through `and`.
+    let e = StrictZip::from(&x)
+        .and(&v)
+        .map_collect(|a, b| a + b)
+        .unwrap_err();
+    assert_eq!(
+        msg(e),
+        "StrictZip operand 1: StrictZip: lhs [2, 3] and rhs [3] have different ranks; give \
+         broadcast_dimensions, e.g. [1] maps rhs dim 0 onto lhs dim 1 (a lower-rank operand \
+         goes in with and_in_dims(&v, &dims))"
+    );
+    // Sizes that differ and neither is 1.
+    let y = Array2::<f32>::zeros((2, 4));
+    let e = StrictZip::from(&x)
+        .and(&x)
+        .and(&y)
+        .for_each(|_, _, _| ())
+        .unwrap_err();
+    let m = msg(e);
+    assert!(
+        m.starts_with("StrictZip operand 2: StrictZip: lhs [2, 3] and rhs [2, 4]"),
+        "{m}"
+    );
+    assert!(
+        m.ends_with("(a lower-rank operand goes in with and_in_dims(&v, &dims))"),
+        "{m}"
+    );
+    // A lower-rank operand on the wrong dim.
+    let e = StrictZip::from(&x)
+        .and_in_dims(&v, &[0])
+        .map_collect(|a, b| a + b)
+        .unwrap_err();
+    let m = msg(e);
+    assert!(
+        m.starts_with("StrictZip operand 1: StrictZip: operand [3] to shape [2, 3]"),
+        "{m}"
+    );
+    assert!(
+        m.contains("operand dim 0 has size 3 but output dim 0 has size 2"),
+        "{m}"
+    );
+    // Dims that are not a placement.
+    let e = StrictZip::from(&x)
+        .and_in_dims(&v, &[0, 1])
+        .map_collect(|a, b| a + b)
+        .unwrap_err();
+    assert!(msg(e).starts_with("StrictZip operand 1: StrictZip: operand [3] to shape [2, 3] with broadcast_dimensions [0, 1]"));
+    // A written operand that is not the result's shape (it would broadcast).
+    let mut small = Array2::<f32>::zeros((1, 3));
+    let e = StrictZip::from(&x)
+        .and(&mut small)
+        .for_each(|_, o| *o = 1.0)
+        .unwrap_err();
+    assert_eq!(
+        msg(e),
+        "StrictZip operand 1: StrictZip: the output has shape [1, 3] but the result has shape \
+         [2, 3]; pass an output of the result's shape"
+    );
+    assert_eq!(small, Array2::<f32>::zeros((1, 3)), "nothing ran");
+    // The first operand with broadcast_dimensions.
+    let e = StrictZip::from(v.in_dims(&[1]))
+        .map_collect(|a| a)
+        .unwrap_err();
+    assert!(msg(e).contains("the first operand sets the result's shape"));
+    // An output of the wrong shape: not an operand's fault.
+    let mut out = Array2::<f32>::zeros((3, 2));
+    let e = StrictZip::from(&x)
+        .map_assign_into(&mut out, |a| a)
+        .unwrap_err();
+    assert!(matches!(e, BroadcastError::OutputShape { .. }), "{e:?}");
+}
+
+/// A panicking closure propagates; the fresh result's elements written so far are dropped,
+/// once each (none leak, none twice).
+#[test]
+fn a_panic_drops_what_was_written() {
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+    struct Counted;
+    impl Counted {
+        fn new() -> Self {
+            LIVE.fetch_add(1, Ordering::SeqCst);
+            Counted
+        }
+    }
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            LIVE.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    for n in [10, 3000] {
+        let x = Array2::from_shape_fn((n, 50), |(i, j)| i * 50 + j);
+        let calls = AtomicUsize::new(0);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            StrictZip::from(&x).map_collect(|i| {
+                if calls.fetch_add(1, Ordering::SeqCst) == n * 25 {
+                    panic!("stop");
+                }
+                let _ = i;
+                Counted::new()
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(LIVE.load(Ordering::SeqCst), 0, "n = {n}");
+    }
+}
+
+/// A zip large enough to split runs on both threads of a private pool and gives the serial
+/// result bit for bit.
+#[test]
+#[cfg(feature = "rayon")]
+fn the_parallel_split_gives_the_serial_bits() {
+    let x = grid((1024, 1024), 6);
+    let g = grid((1, 1024), 7);
+    let m = Array1::from_shape_fn(1024, |i| i as f32 / 1000.0);
+    let run = || {
+        StrictZip::from(&x)
+            .and(&g)
+            .and_in_dims(&m, &[0])
+            .map_collect(|x, g, m| (x - m) * g + x * x)
+            .unwrap()
+    };
+    let serial = with_parallelism(Parallelism::Serial, run);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build();
+    let (threads, parallel) = pool
+        .unwrap()
+        .install(|| (rayon::current_num_threads(), run()));
+    assert_eq!(threads, 2);
+    assert_eq!(serial.mapv(f32::to_bits), parallel.mapv(f32::to_bits));
+    assert_eq!(serial.sum_axis(Axis(0)).len(), 1024);
+}
+
+/// Zero-size and rank-0 zips.
+#[test]
+fn empty_and_rank_0_zips() {
+    let e = Array::<f32, _>::zeros((0, 4));
+    let r = StrictZip::from(&e)
+        .and_in_dims(&Array1::<f32>::zeros(4), &[1])
+        .map_collect(|a, b| a + b);
+    assert_eq!(r.unwrap().shape(), &[0, 4]);
+    let r = StrictZip::from(&arr0(2))
+        .and(&arr0(3))
+        .map_collect(|a, b| a * b)
+        .unwrap();
+    assert_eq!(r, arr0(6));
+    let x = Array2::from_shape_fn((4, 6), |(i, j)| (i * 6 + j) as u8);
+    let r = StrictZip::from(&x.slice(s![..;2, ..;3]))
+        .map_collect(|a| a)
+        .unwrap();
+    assert_eq!(r, x.slice(s![..;2, ..;3]));
+}
+
+/// Folds into kept dims against plain loops: exact for integers, over every kept choice of a
+/// rank-3 zip with a broadcast operand; a tuple of accumulators; a transposed input.
+#[test]
+fn folds_into_kept_dims_match_plain_loops() {
+    let (a, b, c) = (5, 70, 33);
+    let x = Array3::from_shape_fn((a, b, c), |(i, j, k)| (i * 7 + j * 3 + k) as i64 % 11 - 5);
+    let w = Array1::from_shape_fn(c, |k| k as i64 - 16);
+    let kept_sets: [&[usize]; 8] = [&[], &[0], &[1], &[2], &[0, 1], &[0, 2], &[1, 2], &[2, 0]];
+    for kept in kept_sets {
+        let got = StrictZip::from(&x)
+            .and_in_dims(&w, &[2])
+            .fold_in_dims(
+                kept,
+                (0i64, 0i64),
+                |(s, m), x, w| (s + x * w, m.max(x)),
+                |p, q| (p.0 + q.0, p.1.max(q.1)),
+            )
+            .unwrap();
+        let shape: Vec<usize> = kept.iter().map(|&d| x.shape()[d]).collect();
+        assert_eq!(got.shape(), &shape[..]);
+        let mut want = ndarray::ArrayD::from_elem(shape, (0i64, 0i64));
+        for ((i, j, k), &v) in x.indexed_iter() {
+            let idx: Vec<usize> = kept.iter().map(|&d| [i, j, k][d]).collect();
+            let e = &mut want[&idx[..]];
+            *e = (e.0 + v * w[k], e.1.max(v));
+        }
+        assert_eq!(got, want, "kept {kept:?}");
+    }
+    // A fixed-rank result, and a transposed operand.
+    let y = Array2::from_shape_fn((40, 90), |(i, j)| (i * 90 + j) as u64);
+    let rows = StrictZip::from(&y.t())
+        .fold_in_dims([1], 0u64, |s, v| s + v, |a, b| a + b)
+        .unwrap();
+    assert_eq!(rows, y.sum_axis(Axis(1)));
+}
+
+/// A float fold's bits depend on the shapes only: one thread and two give the same, for
+/// rows long enough for lanes and blocks and for a full reduction.
+#[test]
+#[cfg(feature = "rayon")]
+fn float_folds_are_the_same_on_one_thread_and_two() {
+    let x = grid((3000, 1000), 9);
+    let m = Array1::from_shape_fn(3000, |i| (i % 13) as f32 * 0.1);
+    let run = |kept: &[usize]| {
+        StrictZip::from(&x)
+            .and_in_dims(&m, &[0])
+            .fold_in_dims(
+                kept,
+                (0f32, 0f32),
+                |(s, q), x, m| (s + (x - m), q + (x - m) * (x - m)),
+                |a, b| (a.0 + b.0, a.1 + b.1),
+            )
+            .unwrap()
+            .mapv(|(s, q)| (s.to_bits(), q.to_bits()))
+    };
+    for kept in [&[0][..], &[1], &[]] {
+        let serial = with_parallelism(Parallelism::Serial, || run(kept));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let parallel = pool.install(|| run(kept));
+        assert_eq!(serial, parallel, "kept {kept:?}");
+    }
+    // And the sums are close to f64's.
+    let sums = StrictZip::from(&x)
+        .fold_in_dims([0], 0f32, |s, x| s + x, |a, b| a + b)
+        .unwrap();
+    for (i, &s) in sums.iter().enumerate() {
+        let want: f64 = x.row(i).iter().map(|&v| v as f64).sum();
+        assert!((s as f64 - want).abs() < 1e-3, "row {i}: {s} vs {want}");
+    }
+}
+
+/// Kept dims that repeat or are out of range are refused; an empty zip folds to `init`.
+#[test]
+fn fold_errors_and_empty_folds() {
+    let x = Array2::<f32>::ones((2, 3));
+    let e = StrictZip::from(&x)
+        .fold_in_dims([0, 0], 0.0, |a, x| a + x, |a, b| a + b)
+        .unwrap_err();
+    assert!(e.to_string().contains("kept dim 0 repeats"), "{e}");
+    let e = StrictZip::from(&x)
+        .fold_in_dims([2], 0.0, |a, x| a + x, |a, b| a + b)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("kept dim 2 is out of range for rank 2"),
+        "{e}"
+    );
+    let empty = Array2::<f32>::zeros((4, 0));
+    let r = StrictZip::from(&empty).fold_in_dims([0], 7.0, |a, x| a + x, |a, b| a + b - 7.0);
+    assert_eq!(r.unwrap(), Array1::from_elem(4, 7.0));
+    let r = StrictZip::from(&empty).fold_in_dims([1], 7.0, |a, x| a + x, |a, b| a + b);
+    assert_eq!(r.unwrap().len(), 0);
+}
