@@ -53,7 +53,7 @@ fn floats(n: usize, seed: u64) -> Vec<f64> {
 
 macro_rules! float_ops {
     ($t:ty, $variant:ident; $($name:ident, $m:ident, $into:ident, $assign:ident;)*) => {{
-        for (m, n) in [(7, 9), (400, 300)] {
+        for (m, n) in [(7, 9), (200, 300)] {
             let x = Array2::from_shape_vec((m, n), floats(m * n, 7)).unwrap().mapv(|v| v as $t);
             let strided = x.slice(s![..;2, 1..]);
             $(

@@ -372,3 +372,31 @@ fn fold_errors_and_empty_folds() {
     let r = StrictZip::from(&empty).fold_in_dims([1], 7.0, |a, x| a + x, |a, b| a + b);
     assert_eq!(r.unwrap().len(), 0);
 }
+
+/// A zip's arithmetic is the program's, bit for bit: `exp(x) * y - x` through `StrictZip` with
+/// `xla_bcast::math`, and through `Program::run` op by op (`y` a row broadcast in both).
+#[test]
+fn a_zip_gives_the_program_ops_bits() {
+    use xla_bcast::math;
+    use xla_bcast::stablehlo::{Program, Tensor};
+    let x = grid((300, 257), 11).mapv(|v| v * 3.0);
+    let y = Array1::from_shape_fn(257, |j| j as f32 * 0.37 - 40.0);
+    let got = StrictZip::from(&x)
+        .and_in_dims(&y, &[1])
+        .map_collect(|x, y| math::exp(x) * y - x)
+        .unwrap();
+    let mut p = Program::new("z");
+    let (px, py) = (p.parameter::<f32>(&[300, 257]), p.parameter::<f32>(&[257]));
+    let e = p.exp(px).unwrap();
+    let m = p.mul(e, py, &[1]).unwrap();
+    let r = p.sub(m, px, &[]).unwrap();
+    p.output(r).unwrap();
+    let inputs = [
+        Tensor::from(x.clone().into_dyn()),
+        Tensor::from(y.into_dyn()),
+    ];
+    let Tensor::F32(want) = p.run(&inputs).unwrap().remove(0) else {
+        panic!("f32")
+    };
+    assert_eq!(got.mapv(f32::to_bits).into_dyn(), want.mapv(f32::to_bits));
+}

@@ -1,6 +1,9 @@
-//! Inner loops. Each is chosen per run by the operands' inner strides: unit strides become
-//! slices (which the compiler vectorises), a stride-0 operand becomes a hoisted scalar, and
-//! anything else takes the general strided loop.
+//! Inner loops. The one elementwise kernel ([`ZipN`], over a tuple of [`Parts`]) picks per run
+//! by the operands' inner strides: all unit strides, one loop the compiler vectorises; strided
+//! or broadcast operands of plain numbers, copied a chunk at a time onto the stack so that the
+//! same loop runs; anything else, the strided loop. The folds follow. The traits and types
+//! that `StrictZip`'s sealed operand trait names (`Part`, `Parts`, `Src`, ...) are `pub` in this
+//! private module: reachable by no user.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -272,106 +275,198 @@ pub(crate) struct Block<const N: usize> {
 /// straddle two lines (malloc aligns to 16) cost half again in cache (512² adds 1.2x without).
 const STORE_ALIGN: usize = 32;
 
-/// Runs `$body` once per run of `$blk`, with the pointers moved to that run's start and `$n` its
-/// length; the first pointer is the output. A long unit-stride output run goes as two pieces,
-/// split at its first [`STORE_ALIGN`] boundary, through one copy of the body.
-macro_rules! per_run {
-    ($blk:expr, [$o:ident $(, $p:ident)*], $n:ident, $body:block) => {{
-        let size = $o.wrapping_add(1) as usize - $o as usize; // the element's, no deref
-        let split = $blk.inner[0] == 1 && $blk.n * size >= 2048;
-        for r in 0..$blk.rows as isize {
-            let $o = $o.offset(r * $blk.step[0]);
-            let mut _k = 0;
-            $( _k += 1; let $p = $p.offset(r * $blk.step[_k]); )*
-            // `head < n` (an alignment that cannot be reached, `usize::MAX`, means no split).
-            let head = match split.then(|| $o.align_offset(STORE_ALIGN)) {
-                Some(h) if h < $blk.n => h,
-                _ => 0,
-            };
-            let mut at = 0;
-            while at < $blk.n {
-                let $n = if at < head { head } else { $blk.n } - at;
-                let $o = $o.offset(at as isize);
-                let mut _k = 0;
-                $( _k += 1; let $p = $p.offset(at as isize * $blk.inner[_k]); )*
-                $body
-                at += $n;
-            }
-        }
-    }};
+/// The inputs of [`ZipN`]: a tuple of 1 to 6 [`Part`]s, operands `1..N` of a walk of `N`
+/// operands (operand 0 is the output; the methods ignore `p[0]`). What differs with the number
+/// of inputs is here, generated once per tuple size ([`parts!`]); the loops over the elements
+/// ([`zip_run`], `StrictZip`'s folds) are written once, over this trait.
+pub trait Parts<const N: usize>: Sync {
+    /// The elements a function gets, as a tuple.
+    type Items;
+    /// One chunk buffer per part ([`chunk`]).
+    type Bufs;
+    /// Operand `k` (`1 <= k < N`).
+    fn operand(&self, k: usize) -> &Operand<'_>;
+    fn bufs() -> Self::Bufs;
+    /// The items at element `i` of each part's run from `p[k]`, `s[k]` apart.
+    ///
+    /// # Safety
+    /// Element `i` of each run is valid ([`Part::item`]).
+    unsafe fn at(p: &[*mut u8; N], s: &[isize; N], i: usize) -> Self::Items;
+    /// Each part's pointer moved by `by` times `s[k]` of its elements (`p[0]` as it is).
+    ///
+    /// # Safety
+    /// Each moved pointer is an element of its operand's array.
+    unsafe fn advance(p: &[*mut u8; N], s: &[isize; N], by: isize) -> [*mut u8; N];
+    /// Each part's `m` elements from `p[k]`, `s[k]` apart, as a unit-stride run ([`chunk`]).
+    ///
+    /// # Safety
+    /// As [`chunk`], for each part.
+    unsafe fn chunks(
+        p: &[*mut u8; N],
+        s: &[isize; N],
+        m: usize,
+        first: bool,
+        bufs: &mut Self::Bufs,
+    ) -> [*mut u8; N];
 }
 
-/// `o[i] = f(parts[0][i], parts[1][i], ...)` over a block, for each tuple of 1 to 6 [`Part`]s:
-/// the engine's one elementwise kernel (every eager op, `StrictZip`, the in-place ops).
-///
-/// A run whose operands all have unit strides is one loop over it, which the compiler
-/// vectorises. Otherwise, with a unit-stride output and each other operand either unit-stride
-/// or plain, the run goes in chunks of [`CHUNK`] elements, each strided or broadcast operand
-/// copied (a gather, or a splat of its one element) into a buffer on the stack first, so that
-/// the same loop runs over contiguous chunks. Anything else (a strided output, a strided
-/// written part) is the plain strided loop.
-macro_rules! zip_n {
-    ($($n:literal: $($P:ident $p:ident $buf:ident $i:tt $k:literal),+;)*) => {$(
-        impl<S, C, F, $($P: Part),+> BlockKernel<$n> for ZipN<'_, S, ($($P,)+), F>
-        where
-            S: Sink<C>,
-            F: Fn($($P::Item),+) -> C + Sync,
-        {
-            fn input(&self, k: usize) -> &Operand<'_> {
-                [$(self.parts.$i.operand()),+][k - 1]
-            }
+/// `f(items...)`: a function of each of a tuple's items ([`Parts::Items`]).
+pub trait Apply<Items> {
+    type Out;
+    fn apply(&self, items: Items) -> Self::Out;
+}
 
+/// `f(x, items...)`: a function of a first value (an accumulator, a fold's result) and each of
+/// a tuple's items.
+pub trait ApplyWith<X, Items> {
+    type Out;
+    fn apply_with(&self, x: X, items: Items) -> Self::Out;
+}
+
+/// [`Parts`], [`Apply`] and [`ApplyWith`] for each tuple size.
+macro_rules! parts {
+    ($($n:literal: ($($P:ident $p:ident $k:tt $i:tt),+);)*) => {$(
+        impl<$($P: Part),+> Parts<$n> for ($($P,)+) {
+            type Items = ($($P::Item,)+);
+            type Bufs = ($([MaybeUninit<$P::Elem>; CHUNK],)+);
+            fn operand(&self, k: usize) -> &Operand<'_> {
+                [$(self.$i.operand()),+][k - 1]
+            }
             #[inline(always)]
-            unsafe fn block(&self, p: [*mut u8; $n], blk: Block<$n>, written: &Cell<usize>) {
-                let o = p[0].cast::<S>();
-                $(let $p = p[$k].cast::<$P::Elem>();)+
-                let f = |$($p: $P::Item),+| counted(written, (self.f)($($p),+));
-                let unit = blk.inner == [1; $n];
-                let chunked = blk.inner[0] == 1
-                    $(&& (blk.inner[$k] == 1 || self.parts.$i.operand().plain))+;
-                // SAFETY: the caller promised that every element the block addresses is a valid
-                // element of its operand (of the part's type), the written ones this thread's
-                // alone and each addressed once. `per_run!` moves the pointers to elements of
-                // the block's runs; every access is at `i * stride` for `i < n` from a run's
-                // start, or inside a chunk buffer that `chunk` filled with `m` elements.
-                unsafe {
-                    per_run!(blk, [o $(, $p)+], n, {
-                        if unit {
-                            for i in 0..n {
-                                (*o.add(i)).put(f($($P::item($p.add(i))),+));
-                            }
-                        } else if chunked {
-                            $(let mut $buf = [const { MaybeUninit::<$P::Elem>::uninit() }; CHUNK];)+
-                            let mut at = 0;
-                            while at < n {
-                                let m = CHUNK.min(n - at);
-                                $(let $p = chunk($p.offset(at as isize * blk.inner[$k]),
-                                    blk.inner[$k], m, at == 0, &mut $buf);)+
-                                let o = o.add(at);
-                                for i in 0..m {
-                                    (*o.add(i)).put(f($($P::item($p.add(i))),+));
-                                }
-                                at += m;
-                            }
-                        } else {
-                            for i in 0..n as isize {
-                                (*o.offset(i * blk.inner[0]))
-                                    .put(f($($P::item($p.offset(i * blk.inner[$k]))),+));
-                            }
-                        }
-                    })
-                }
+            fn bufs() -> Self::Bufs {
+                ($([const { MaybeUninit::<$P::Elem>::uninit() }; CHUNK],)+)
+            }
+            #[inline(always)]
+            unsafe fn at(p: &[*mut u8; $n], s: &[isize; $n], i: usize) -> Self::Items {
+                // SAFETY: as the caller promised.
+                unsafe { ($($P::item(p[$k].cast::<$P::Elem>().offset(i as isize * s[$k])),)+) }
+            }
+            #[inline(always)]
+            unsafe fn advance(p: &[*mut u8; $n], s: &[isize; $n], by: isize) -> [*mut u8; $n] {
+                let mut out = *p;
+                // SAFETY: as the caller promised.
+                $(out[$k] = unsafe { p[$k].cast::<$P::Elem>().offset(by * s[$k]) }.cast();)+
+                out
+            }
+            #[inline(always)]
+            unsafe fn chunks(
+                p: &[*mut u8; $n],
+                s: &[isize; $n],
+                m: usize,
+                first: bool,
+                bufs: &mut Self::Bufs,
+            ) -> [*mut u8; $n] {
+                let mut out = *p;
+                // SAFETY: as the caller promised.
+                $(out[$k] = unsafe { chunk(p[$k].cast::<$P::Elem>(), s[$k], m, first, &mut bufs.$i) }.cast();)+
+                out
+            }
+        }
+        impl<F: Fn($($P),+) -> R, R, $($P),+> Apply<($($P,)+)> for F {
+            type Out = R;
+            #[inline(always)]
+            fn apply(&self, ($($p,)+): ($($P,)+)) -> R {
+                self($($p),+)
+            }
+        }
+        impl<F: Fn(X, $($P),+) -> R, X, R, $($P),+> ApplyWith<X, ($($P,)+)> for F {
+            type Out = R;
+            #[inline(always)]
+            fn apply_with(&self, x: X, ($($p,)+): ($($P,)+)) -> R {
+                self(x, $($p),+)
             }
         }
     )*};
 }
-zip_n! {
-    2: A a ba 0 1;
-    3: A a ba 0 1, B b bb 1 2;
-    4: A a ba 0 1, B b bb 1 2, C2 c bc 2 3;
-    5: A a ba 0 1, B b bb 1 2, C2 c bc 2 3, D d bd 3 4;
-    6: A a ba 0 1, B b bb 1 2, C2 c bc 2 3, D d bd 3 4, E e be 4 5;
-    7: A a ba 0 1, B b bb 1 2, C2 c bc 2 3, D d bd 3 4, E e be 4 5, G g bg 5 6;
+parts! {
+    2: (A a 1 0);
+    3: (A a 1 0, B b 2 1);
+    4: (A a 1 0, B b 2 1, C c 3 2);
+    5: (A a 1 0, B b 2 1, C c 3 2, D d 4 3);
+    6: (A a 1 0, B b 2 1, C c 3 2, D d 4 3, E e 5 4);
+    7: (A a 1 0, B b 2 1, C c 3 2, D d 4 3, E e 5 4, G g 6 5);
+}
+
+/// `o[i] = f(parts at i)` over a block: the engine's one elementwise kernel (every eager op,
+/// `StrictZip`'s maps, the in-place ops). A long unit-stride output run goes as two pieces,
+/// split at its first [`STORE_ALIGN`] boundary.
+impl<S, C, P, F, const N: usize> BlockKernel<N> for ZipN<'_, S, P, F>
+where
+    S: Sink<C>,
+    P: Parts<N>,
+    F: Apply<P::Items, Out = C> + Sync,
+{
+    fn input(&self, k: usize) -> &Operand<'_> {
+        self.parts.operand(k)
+    }
+
+    #[inline(always)]
+    unsafe fn block(&self, p: [*mut u8; N], blk: Block<N>, written: &Cell<usize>) {
+        let f = |items| counted(written, self.f.apply(items));
+        let plain: [bool; N] = std::array::from_fn(|k| k == 0 || self.parts.operand(k).plain);
+        let split = blk.inner[0] == 1 && blk.n * size_of::<S>() >= 2048;
+        for r in 0..blk.rows as isize {
+            // SAFETY: run `r` of the block, as the caller promised of each.
+            let mut row = unsafe { P::advance(&p, &blk.step, r) };
+            // SAFETY: as for the parts.
+            row[0] = unsafe { p[0].cast::<S>().offset(r * blk.step[0]) }.cast();
+            // `head < n` (an alignment that cannot be reached, `usize::MAX`, means no split).
+            let head = match split.then(|| row[0].cast::<S>().align_offset(STORE_ALIGN)) {
+                Some(h) if h < blk.n => h,
+                _ => 0,
+            };
+            for (from, to) in [(0, head), (head, blk.n)] {
+                // SAFETY: elements `from..to` of run `r`, as the caller promised.
+                unsafe { zip_run::<S, C, P, N>(&row, &blk.inner, plain, from, to, &f) }
+            }
+        }
+    }
+}
+
+/// Elements `from..to` of one run (operand `k`'s from `p[k]`, `s[k]` apart, in its elements):
+/// one loop when every stride is 1 (which the compiler vectorises); in chunks of [`CHUNK`]
+/// when the output's is 1 and every other operand is unit-stride or `plain` (the strided or
+/// broadcast ones copied into a stack buffer first, so that the same loop runs); else the
+/// strided loop.
+///
+/// # Safety
+/// The run's elements are valid elements of their operands, the output's this thread's alone
+/// and distinct from every element read.
+#[inline(always)]
+unsafe fn zip_run<S: Sink<C>, C, P: Parts<N>, const N: usize>(
+    p: &[*mut u8; N],
+    s: &[isize; N],
+    plain: [bool; N],
+    from: usize,
+    to: usize,
+    f: &impl Fn(P::Items) -> C,
+) {
+    let o = p[0].cast::<S>();
+    let ones = [1; N];
+    // SAFETY: as the caller promised; a chunk is `m` of the run's elements.
+    unsafe {
+        if *s == ones {
+            for i in from..to {
+                (*o.add(i)).put(f(P::at(p, &ones, i)));
+            }
+        } else if s[0] == 1 && (0..N).all(|k| s[k] == 1 || plain[k]) {
+            let mut bufs = P::bufs();
+            let mut at = from;
+            while at < to {
+                let m = CHUNK.min(to - at);
+                let q = P::chunks(&P::advance(p, s, at as isize), s, m, at == from, &mut bufs);
+                let o = o.add(at);
+                for i in 0..m {
+                    (*o.add(i)).put(f(P::at(&q, &ones, i)));
+                }
+                at += m;
+            }
+        } else {
+            for i in from..to {
+                (*o.offset(i as isize * s[0])).put(f(P::at(p, s, i)));
+            }
+        }
+    }
 }
 
 /// Elements a strided or broadcast operand is copied in, at a time ([`chunk`]).
@@ -385,7 +480,7 @@ pub(crate) const CHUNK: usize = 64;
 /// The `m` elements are valid; a stride other than 1 is an operand of plain elements (their
 /// bits are their values, no drop), only read.
 #[inline(always)]
-pub(crate) unsafe fn chunk<T>(
+unsafe fn chunk<T>(
     p: *mut T,
     s: isize,
     m: usize,
@@ -408,7 +503,9 @@ pub(crate) unsafe fn chunk<T>(
 /// element.
 ///
 /// # Safety
-/// As [`map_block`]; `o` may repeat (stride 0) only when no other thread writes that element.
+/// Every element the run addresses is a valid element of its operand, the written ones this
+/// thread's alone and distinct from those read; `o` may repeat (stride 0) only when no other
+/// thread writes that element.
 #[inline(always)]
 unsafe fn update_row<A: Clone, B: Clone>(
     o: *mut A,
@@ -417,7 +514,7 @@ unsafe fn update_row<A: Clone, B: Clone>(
     s: [isize; 2],
     f: &impl Fn(A, B) -> A,
 ) {
-    // SAFETY: as in `update_block`, for one run of `n` elements: the slice spans a
+    // SAFETY: as the caller promised, for one run of `n` elements: the slice spans a
     // unit-stride run of `b`, and the one output element of a stride-0 run is held as one `&mut`.
     unsafe {
         match s {

@@ -50,7 +50,8 @@ pub(crate) use alloc::{filled, with_capacity};
 use fresh::FreshLog;
 pub(crate) use kernel::Block;
 pub(crate) use kernel::{
-    chunk, widest, BlockKernel, Fold, FoldOrder, Part, SrcMut, Widest, Writes, ZipN, CHUNK,
+    widest, ApplyWith, BlockKernel, Fold, FoldOrder, Part, Parts, SrcMut, Widest, Writes, ZipN,
+    CHUNK,
 };
 pub(crate) use operand::Shared;
 #[cfg(feature = "stablehlo")]

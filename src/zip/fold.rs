@@ -73,14 +73,14 @@ fn offsets<const M: usize>(
 }
 
 /// One run of `R`, as [`widest`] runs it.
-struct Call<'r, R, const M: usize> {
+struct Call<'r, R, const N: usize> {
     run: &'r R,
-    ptrs: [*mut u8; M],
-    s: [isize; M],
+    ptrs: [*mut u8; N],
+    s: [isize; N],
     n: usize,
 }
 
-impl<R: RunFold<M>, const M: usize> Widest for Call<'_, R, M> {
+impl<R: RunFold<N>, const N: usize> Widest for Call<'_, R, N> {
     type Out = R::Acc;
     #[inline(always)]
     fn run(self) -> R::Acc {
@@ -90,24 +90,20 @@ impl<R: RunFold<M>, const M: usize> Widest for Call<'_, R, M> {
 }
 
 /// One run of a map, as [`widest`] runs it.
-struct MapCall<'r, R: RunMap<M>, const M: usize> {
+struct MapCall<'r, R: RunMap<N>, const N: usize> {
     mapper: &'r R,
     st: &'r R::St,
-    out: (*mut u8, isize),
-    ptrs: [*mut u8; M],
-    s: [isize; M],
+    ptrs: [*mut u8; N],
+    s: [isize; N],
     n: usize,
 }
 
-impl<R: RunMap<M>, const M: usize> Widest for MapCall<'_, R, M> {
+impl<R: RunMap<N>, const N: usize> Widest for MapCall<'_, R, N> {
     type Out = ();
     #[inline(always)]
     fn run(self) {
         // SAFETY: made by `fold_map` only, for a run of valid elements.
-        unsafe {
-            self.mapper
-                .map(self.st, self.out, self.ptrs, self.s, self.n)
-        }
+        unsafe { self.mapper.map(self.st, self.ptrs, self.s, self.n) }
     }
 }
 
@@ -117,14 +113,15 @@ impl<R: RunMap<M>, const M: usize> Widest for MapCall<'_, R, M> {
 /// partial results could not be allocated.
 ///
 /// # Safety
-/// The operands are seen at `shape` (valid elements at every index), `kept` holds distinct dims
-/// of it, and `run` reads (or writes, each once) only the elements of the run it is given.
-pub(super) unsafe fn fold<Acc: Send, const M: usize>(
+/// The operands are seen at `shape` (valid elements at every index; operand 0 is not read),
+/// `kept` holds distinct dims of it, and `run` reads (or writes, each once) only the elements
+/// of the run it is given.
+pub(super) unsafe fn fold<Acc: Send, const N: usize>(
     shape: &[usize],
     kept: &[usize],
-    ops: [&Operand<'_>; M],
+    ops: [&Operand<'_>; N],
     combine: &(impl Fn(Acc, Acc) -> Acc + Sync),
-    run: &impl RunFold<M, Acc = Acc>,
+    run: &impl RunFold<N, Acc = Acc>,
 ) -> Option<Vec<Acc>> {
     let reduced: Vec<usize> = (0..shape.len()).filter(|d| !kept.contains(d)).collect();
     let (inner, outer) = match reduced.split_last() {
@@ -132,7 +129,7 @@ pub(super) unsafe fn fold<Acc: Send, const M: usize>(
         None => (None, &[][..]),
     };
     let n = inner.map_or(1, |d| shape[d]);
-    let strides: [isize; M] = std::array::from_fn(|k| inner.map_or(0, |d| ops[k].strides[d]));
+    let strides: [isize; N] = std::array::from_fn(|k| inner.map_or(0, |d| ops[k].strides[d]));
     let results: usize = kept.iter().map(|&d| shape[d]).product();
     let runs: usize = outer.iter().map(|&d| shape[d]).product();
     let (n, runs) = if n == 0 || runs == 0 {
@@ -221,14 +218,14 @@ pub(super) fn pairwise<Acc: Clone>(
 /// # Safety
 /// As [`fold`], for `ops[1..]`; `ops[0]` is the output, seen at `shape`, each of its elements
 /// written once by the map, which reads the zip's operands only.
-pub(super) unsafe fn fold_map<Acc: Send, St: Sync, const M: usize, const N: usize>(
+pub(super) unsafe fn fold_map<Acc: Send, St: Sync, const N: usize>(
     shape: &[usize],
     kept: &[usize],
     ops: [&Operand<'_>; N],
     combine: &(impl Fn(Acc, Acc) -> Acc + Sync),
-    run: &impl RunFold<M, Acc = Acc>,
+    run: &impl RunFold<N, Acc = Acc>,
     finish: &(impl Fn(Acc) -> St + Sync),
-    mapper: &impl RunMap<M, St = St>,
+    mapper: &impl RunMap<N, St = St>,
 ) {
     let reduced: Vec<usize> = (0..shape.len()).filter(|d| !kept.contains(d)).collect();
     let (inner, outer) = match reduced.split_last() {
@@ -258,11 +255,10 @@ pub(super) unsafe fn fold_map<Acc: Send, St: Sync, const M: usize, const N: usiz
         for b in 0..fold_runs.div_ceil(group) {
             let mut block: Option<Acc> = None;
             for r in (b * group)..((b + 1) * group).min(fold_runs) {
-                let ptrs = at(&base, r);
                 let v = widest(Call {
                     run,
-                    ptrs: std::array::from_fn(|q| ptrs[q + 1]),
-                    s: std::array::from_fn(|q| strides[q + 1]),
+                    ptrs: at(&base, r),
+                    s: strides,
                     n: fold_n,
                 });
                 block = Some(match block {
@@ -278,13 +274,11 @@ pub(super) unsafe fn fold_map<Acc: Send, St: Sync, const M: usize, const N: usiz
         let Some(acc) = acc else { return };
         let finished = finish(acc);
         for r in (0..runs).filter(|_| n > 0) {
-            let ptrs = at(&base, r);
             widest(MapCall {
                 mapper,
                 st: &finished,
-                out: (ptrs[0], strides[0]),
-                ptrs: std::array::from_fn(|q| ptrs[q + 1]),
-                s: std::array::from_fn(|q| strides[q + 1]),
+                ptrs: at(&base, r),
+                s: strides,
                 n,
             });
         }

@@ -30,14 +30,13 @@
 mod fold;
 
 use std::marker::PhantomData;
-use std::mem::MaybeUninit;
 
 pub use fold::KeptDims;
 use fold::{pairwise, LANES};
 
 use ndarray::{Array, ArrayBase, ArrayRef, Data, DataMut, Dimension};
 
-use crate::engine::{self, chunk, Fresh, Operand, Src, SrcMut, ZipN, CHUNK};
+use crate::engine::{self, Fresh, Operand, Src, SrcMut, ZipN, CHUNK};
 use crate::error::{BroadcastError, Result};
 use crate::front::{check_out, out_dim};
 use crate::shape::{binary_shape, Dims};
@@ -115,11 +114,6 @@ mod sealed {
     pub trait Place<'a> {
         /// What the zip's closure gets for each element.
         type Item;
-        /// The array's element type.
-        type Elem;
-        /// # Safety
-        /// `p` is a valid element of the operand's array; a written operand's is handed out once.
-        unsafe fn item(p: *mut Self::Elem) -> Self::Item;
         /// The engine's part.
         type Part<'s>: engine::Part<Item = Self::Item>
         where
@@ -134,12 +128,6 @@ mod sealed {
 
 impl<'a, A: Clone + Sync, E: Dimension> sealed::Place<'a> for Read<'a, A, E> {
     type Item = A;
-    type Elem = A;
-    #[inline(always)]
-    unsafe fn item(p: *mut A) -> A {
-        // SAFETY: as the caller promised.
-        unsafe { <Src<'_, A> as engine::Part>::item(p) }
-    }
     type Part<'s>
         = Src<'s, A>
     where
@@ -167,12 +155,6 @@ impl<'a, A: Clone + Sync, E: Dimension> ZipOperand<'a> for Read<'a, A, E> {
 
 impl<'a, A: Send + Sync, E: Dimension> sealed::Place<'a> for Write<'a, A, E> {
     type Item = &'a mut A;
-    type Elem = A;
-    #[inline(always)]
-    unsafe fn item(p: *mut A) -> &'a mut A {
-        // SAFETY: as the caller promised.
-        unsafe { <SrcMut<'a, A> as engine::Part>::item(p) }
-    }
     type Part<'s>
         = SrcMut<'a, A>
     where
@@ -386,154 +368,156 @@ fn alloc_error(shape: &[usize]) -> BroadcastError {
     }
 }
 
-/// One run of a fold ([`fold::fold`]), for `M` operands.
-pub(crate) trait RunFold<const M: usize>: Sync {
+/// One run of a fold ([`fold::fold`]), over operands `1..N` (operand 0 is ignored).
+pub(crate) trait RunFold<const N: usize>: Sync {
     type Acc;
     /// The `n` elements of a run (operand `k`'s from `ptrs[k]`, `s[k]` apart) folded in
     /// [`LANES`] lanes from the fold's start, the lanes combined pairwise.
     ///
     /// # Safety
     /// The run's elements are valid elements of each operand (a written one's handed out once).
-    unsafe fn run(&self, ptrs: [*mut u8; M], s: [isize; M], n: usize) -> Self::Acc;
+    unsafe fn run(&self, ptrs: [*mut u8; N], s: [isize; N], n: usize) -> Self::Acc;
 }
 
-/// A fold's start, functions and which operands are plain (may be copied into chunks).
-pub(crate) struct RunFolder<'r, Acc, F, C, P, const M: usize> {
+/// A fold's start and functions over the parts `P`, and which operands are plain (may be
+/// copied into chunks).
+pub(crate) struct RunFolder<'r, Acc, F, C, P, const N: usize> {
     init: &'r Acc,
     fold: &'r F,
     combine: &'r C,
-    plain: [bool; M],
+    plain: [bool; N],
     _parts: PhantomData<fn() -> P>,
 }
 
-/// One run of a map after a fold ([`fold::fold_map`]), for `M` operands.
-pub(crate) trait RunMap<const M: usize>: Sync {
+impl<'r, Acc, F, C, P, const N: usize> RunFolder<'r, Acc, F, C, P, N> {
+    /// A fold over `parts` (only their type is taken).
+    fn new(_: &P, init: &'r Acc, fold: &'r F, combine: &'r C, plain: [bool; N]) -> Self {
+        let _parts = PhantomData;
+        RunFolder {
+            init,
+            fold,
+            combine,
+            plain,
+            _parts,
+        }
+    }
+}
+
+/// Element `g` of a run into lane `g % LANES`, read through chunks (as the engine's kernel
+/// reads them) when every operand is unit-stride or plain.
+impl<Acc, F, C, P, const N: usize> RunFold<N> for RunFolder<'_, Acc, F, C, P, N>
+where
+    Acc: Clone + Sync,
+    P: engine::Parts<N>,
+    F: engine::ApplyWith<Acc, P::Items, Out = Acc> + Sync,
+    C: Fn(Acc, Acc) -> Acc + Sync,
+{
+    type Acc = Acc;
+    #[inline(always)]
+    unsafe fn run(&self, p: [*mut u8; N], s: [isize; N], n: usize) -> Acc {
+        let fold = self.fold;
+        let mut lanes: [Acc; LANES] = std::array::from_fn(|_| self.init.clone());
+        let chunked = (1..N).all(|k| s[k] == 1 || self.plain[k]);
+        let (mut bufs, ones) = (P::bufs(), [1; N]);
+        let mut at = 0;
+        // SAFETY: the run's `n` elements of each operand are valid, as the caller promised; a
+        // chunk is `m` of them, copied only for a plain operand.
+        unsafe {
+            while at < n {
+                let m = CHUNK.min(n - at);
+                if chunked {
+                    let q = P::chunks(&P::advance(&p, &s, at as isize), &s, m, at == 0, &mut bufs);
+                    let mut i = 0;
+                    while i + LANES <= m {
+                        for (j, l) in lanes.iter_mut().enumerate() {
+                            *l = fold.apply_with(l.clone(), P::at(&q, &ones, i + j));
+                        }
+                        i += LANES;
+                    }
+                    for (j, l) in lanes[..m - i].iter_mut().enumerate() {
+                        *l = fold.apply_with(l.clone(), P::at(&q, &ones, i + j));
+                    }
+                } else {
+                    for g in at..at + m {
+                        let l = &mut lanes[g % LANES];
+                        *l = fold.apply_with(l.clone(), P::at(&p, &s, g));
+                    }
+                }
+                at += m;
+            }
+        }
+        pairwise(&mut lanes, self.combine)
+    }
+}
+
+/// One run of a map after a fold ([`fold::fold_map`]): operand 0 the output.
+pub(crate) trait RunMap<const N: usize>: Sync {
     type St;
-    /// `out[i] = map(st, elements at i)` for the `n` elements of a run (the output's from
-    /// `out.0`, `out.1` apart; operand `k`'s from `ptrs[k]`, `s[k]` apart).
+    /// `out[i] = map(st, elements at i)` for the `n` elements of a run (operand `k`'s from
+    /// `ptrs[k]`, `s[k]` apart; the output is operand 0).
     ///
     /// # Safety
     /// The run's elements are valid, the output's initialised and this thread's alone, distinct
     /// from the operands'.
-    unsafe fn map(
-        &self,
-        st: &Self::St,
-        out: (*mut u8, isize),
-        ptrs: [*mut u8; M],
-        s: [isize; M],
-        n: usize,
-    );
+    unsafe fn map(&self, st: &Self::St, ptrs: [*mut u8; N], s: [isize; N], n: usize);
 }
 
 /// The types a [`RunMapper`] maps between, unowned.
 type Marker<St, R, P> = PhantomData<fn() -> (St, R, P)>;
 
 /// A map's function and which operands are plain.
-pub(crate) struct RunMapper<'r, St, R, Map, P, const M: usize> {
+pub(crate) struct RunMapper<'r, St, R, Map, P, const N: usize> {
     map: &'r Map,
-    plain: [bool; M],
+    plain: [bool; N],
     _parts: Marker<St, R, P>,
 }
 
-/// [`RunFold`] for each operand count: element `g` of a run into lane `g % LANES`, read through
-/// chunks (as the engine's kernel reads them) when every operand is unit-stride or plain.
-macro_rules! run_folds {
-    ($($n:literal: ($($P:ident $p:ident $q:ident $buf:ident $i:tt),+);)*) => {$(
-        impl<'a, Acc, F, C, $($P: ZipOperand<'a>),+> RunFold<$n> for RunFolder<'_, Acc, F, C, ($($P,)+), $n>
-        where
-            Acc: Clone + Sync,
-            F: Fn(Acc, $($P::Item),+) -> Acc + Sync,
-            C: Fn(Acc, Acc) -> Acc + Sync,
-        {
-            type Acc = Acc;
-            #[inline(always)]
-            unsafe fn run(&self, ptrs: [*mut u8; $n], s: [isize; $n], n: usize) -> Acc {
-                let (fold, plain) = (self.fold, self.plain);
-                $(let $p = ptrs[$i].cast::<$P::Elem>();)+
-                let mut lanes: [Acc; LANES] = std::array::from_fn(|_| self.init.clone());
-                let chunked = true $(&& (s[$i] == 1 || plain[$i]))+;
-                $(let mut $buf = [const { MaybeUninit::<$P::Elem>::uninit() }; CHUNK];)+
-                let mut at = 0;
-                // SAFETY: the run's `n` elements of each operand are valid, as the caller
-                // promised; a chunk is `m` of them, copied only for a plain operand.
-                unsafe {
-                    while at < n {
-                        let m = CHUNK.min(n - at);
-                        if chunked {
-                            $(let $q = chunk($p.offset(at as isize * s[$i]), s[$i], m, at == 0, &mut $buf);)+
-                            let mut i = 0;
-                            while i + LANES <= m {
-                                for (j, l) in lanes.iter_mut().enumerate() {
-                                    *l = fold(l.clone(), $($P::item($q.add(i + j))),+);
-                                }
-                                i += LANES;
-                            }
-                            for (j, l) in lanes[..m - i].iter_mut().enumerate() {
-                                *l = fold(l.clone(), $($P::item($q.add(i + j))),+);
-                            }
-                        } else {
-                            for g in (at..at + m).step_by(LANES) {
-                                for j in 0..LANES.min(at + m - g) {
-                                    let at = (g + j) as isize;
-                                    lanes[j] = fold(lanes[j].clone(), $($P::item($p.offset(at * s[$i]))),+);
-                                }
-                            }
-                        }
-                        at += m;
-                    }
-                }
-                pairwise(&mut lanes, self.combine)
-            }
-        }
-
-        impl<'a, St, R, Map, $($P: ZipOperand<'a>),+> RunMap<$n> for RunMapper<'_, St, R, Map, ($($P,)+), $n>
-        where
-            St: Sync,
-            Map: Fn(&St, $($P::Item),+) -> R + Sync,
-        {
-            type St = St;
-            #[inline(always)]
-            unsafe fn map(&self, st: &St, (o, os): (*mut u8, isize), ptrs: [*mut u8; $n], s: [isize; $n], n: usize) {
-                let (map, plain, o) = (self.map, self.plain, o.cast::<R>());
-                $(let $p = ptrs[$i].cast::<$P::Elem>();)+
-                let chunked = os == 1 $(&& (s[$i] == 1 || plain[$i]))+;
-                $(let mut $buf = [const { MaybeUninit::<$P::Elem>::uninit() }; CHUNK];)+
-                let mut at = 0;
-                // SAFETY: the run's `n` elements of each operand and of the output are valid, as
-                // the caller promised; a chunk is `m` of them, copied only for a plain operand.
-                unsafe {
-                    while at < n {
-                        let m = CHUNK.min(n - at);
-                        if chunked {
-                            $(let $q = chunk($p.offset(at as isize * s[$i]), s[$i], m, at == 0, &mut $buf);)+
-                            let o = std::slice::from_raw_parts_mut(o.add(at), m);
-                            for (i, o) in o.iter_mut().enumerate() {
-                                *o = map(st, $($P::item($q.add(i))),+);
-                            }
-                        } else {
-                            for g in at..at + m {
-                                *o.offset(g as isize * os) = map(st, $($P::item($p.offset(g as isize * s[$i]))),+);
-                            }
-                        }
-                        at += m;
-                    }
-                }
-            }
-        }
-    )*};
+impl<'r, St, R, Map, P, const N: usize> RunMapper<'r, St, R, Map, P, N> {
+    /// A map over `parts` (only their type is taken).
+    fn new(_: &P, map: &'r Map, plain: [bool; N]) -> Self {
+        let _parts = PhantomData;
+        RunMapper { map, plain, _parts }
+    }
 }
-run_folds! {
-    1: (P1 p1 q1 b1 0);
-    2: (P1 p1 q1 b1 0, P2 p2 q2 b2 1);
-    3: (P1 p1 q1 b1 0, P2 p2 q2 b2 1, P3 p3 q3 b3 2);
-    4: (P1 p1 q1 b1 0, P2 p2 q2 b2 1, P3 p3 q3 b3 2, P4 p4 q4 b4 3);
-    5: (P1 p1 q1 b1 0, P2 p2 q2 b2 1, P3 p3 q3 b3 2, P4 p4 q4 b4 3, P5 p5 q5 b5 4);
-    6: (P1 p1 q1 b1 0, P2 p2 q2 b2 1, P3 p3 q3 b3 2, P4 p4 q4 b4 3, P5 p5 q5 b5 4, P6 p6 q6 b6 5);
+
+impl<St, R, Map, P, const N: usize> RunMap<N> for RunMapper<'_, St, R, Map, P, N>
+where
+    St: Sync,
+    P: engine::Parts<N>,
+    Map: for<'x> engine::ApplyWith<&'x St, P::Items, Out = R> + Sync,
+{
+    type St = St;
+    #[inline(always)]
+    unsafe fn map(&self, st: &St, p: [*mut u8; N], s: [isize; N], n: usize) {
+        let (map, o) = (self.map, p[0].cast::<R>());
+        let chunked = s[0] == 1 && (1..N).all(|k| s[k] == 1 || self.plain[k]);
+        let (mut bufs, ones) = (P::bufs(), [1; N]);
+        let mut at = 0;
+        // SAFETY: the run's `n` elements of each operand and of the output are valid, as the
+        // caller promised; a chunk is `m` of them, copied only for a plain operand.
+        unsafe {
+            while at < n {
+                let m = CHUNK.min(n - at);
+                if chunked {
+                    let q = P::chunks(&P::advance(&p, &s, at as isize), &s, m, at == 0, &mut bufs);
+                    let o = std::slice::from_raw_parts_mut(o.add(at), m);
+                    for (i, o) in o.iter_mut().enumerate() {
+                        *o = map.apply_with(st, P::at(&q, &ones, i));
+                    }
+                } else {
+                    for g in at..at + m {
+                        *o.offset(g as isize * s[0]) = map.apply_with(st, P::at(&p, &s, g));
+                    }
+                }
+                at += m;
+            }
+        }
+    }
 }
 
 /// The ways to run a zip of each operand count.
 macro_rules! run {
-    ($($n:literal $n1:literal: ($($P:ident $p:ident $q:ident $buf:ident $i:tt),+);)*) => {$(
+    ($($n:literal: ($($P:ident $p:ident $i:tt),+);)*) => {$(
         impl<'a, D: Dimension, $($P: ZipOperand<'a>),+> StrictZip<'a, ($($P,)+), D> {
             /// The result's shape.
             fn shape(&self) -> Result<Dims> {
@@ -649,14 +633,9 @@ macro_rules! run {
                 let dim = out_dim::<K::Dim>(OP, &kept_shape)?;
                 let ($($p,)+) = self.parts;
                 let parts = ($($p.place(&shape).map_err(|e| at($i, e))?,)+);
-                let ops = [$(engine::Part::operand(&parts.$i)),+];
-                let run = RunFolder::<Acc, F, C, ($($P,)+), $n> {
-                    init: &init,
-                    fold: &fold,
-                    combine: &combine,
-                    plain: ops.map(|o| o.plain),
-                    _parts: PhantomData,
-                };
+                // Operand 0 is not read by a fold: the first part stands in for it.
+                let ops = [engine::Part::operand(&parts.0), $(engine::Part::operand(&parts.$i)),+];
+                let run = RunFolder::new(&parts, &init, &fold, &combine, ops.map(|o| o.plain));
                 // SAFETY: the operands are placed at `shape`, `kept` checked; `run` reads the
                 // elements of its run only (and hands a written operand's out once each).
                 let out = unsafe { fold::fold(&shape, kept, ops, &combine, &run) };
@@ -719,18 +698,8 @@ macro_rules! run {
                 let parts = ($($p.place(&shape).map_err(|e| at($i, e))?,)+);
                 let written = Operand::output(out);
                 let ops = [&written, $(engine::Part::operand(&parts.$i)),+];
-                let run = RunFolder::<Acc, F, C, ($($P,)+), $n> {
-                    init: &init,
-                    fold: &fold,
-                    combine: &combine,
-                    plain: std::array::from_fn(|k| ops[k + 1].plain),
-                    _parts: PhantomData,
-                };
-                let mapper = RunMapper::<St, R, Map, ($($P,)+), $n> {
-                    map: &map,
-                    plain: run.plain,
-                    _parts: PhantomData,
-                };
+                let run = RunFolder::new(&parts, &init, &fold, &combine, ops.map(|o| o.plain));
+                let mapper = RunMapper::new(&parts, &map, run.plain);
                 // SAFETY: the operands are placed at `shape` (the output checked to be it),
                 // `kept` checked; the fold reads, `apply` writes each output element once.
                 unsafe { fold::fold_map(&shape, kept, ops, &combine, &run, &finish, &mapper) };
@@ -740,10 +709,10 @@ macro_rules! run {
     )*};
 }
 run! {
-    1 2: (P1 p1 q1 b1 0);
-    2 3: (P1 p1 q1 b1 0, P2 p2 q2 b2 1);
-    3 4: (P1 p1 q1 b1 0, P2 p2 q2 b2 1, P3 p3 q3 b3 2);
-    4 5: (P1 p1 q1 b1 0, P2 p2 q2 b2 1, P3 p3 q3 b3 2, P4 p4 q4 b4 3);
-    5 6: (P1 p1 q1 b1 0, P2 p2 q2 b2 1, P3 p3 q3 b3 2, P4 p4 q4 b4 3, P5 p5 q5 b5 4);
-    6 7: (P1 p1 q1 b1 0, P2 p2 q2 b2 1, P3 p3 q3 b3 2, P4 p4 q4 b4 3, P5 p5 q5 b5 4, P6 p6 q6 b6 5);
+    2: (P1 p1 0);
+    3: (P1 p1 0, P2 p2 1);
+    4: (P1 p1 0, P2 p2 1, P3 p3 2);
+    5: (P1 p1 0, P2 p2 1, P3 p3 2, P4 p4 3);
+    6: (P1 p1 0, P2 p2 1, P3 p3 2, P4 p4 3, P5 p5 4);
+    7: (P1 p1 0, P2 p2 1, P3 p3 2, P4 p4 3, P5 p5 4, P6 p6 5);
 }
