@@ -107,10 +107,101 @@ impl<R: RunMap<N>, const N: usize> Widest for MapCall<'_, R, N> {
     }
 }
 
+/// How a fold walks the zip: per kept index, its runs (the last reduced dim, `n` elements
+/// `strides[k]` apart; `runs` of them, row-major over the other reduced dims), folded in
+/// blocks of `group` runs. Every grouping is a function of the shapes alone.
+struct Runs<'s, const N: usize> {
+    shape: &'s [usize],
+    kept: &'s [usize],
+    outer: Vec<usize>,
+    n: usize,
+    strides: [isize; N],
+    results: usize,
+    runs: usize,
+    group: usize,
+    traffic: usize,
+}
+
+impl<'s, const N: usize> Runs<'s, N> {
+    fn new(shape: &'s [usize], kept: &'s [usize], ops: &[&Operand<'_>; N]) -> Self {
+        let mut outer: Vec<usize> = (0..shape.len()).filter(|d| !kept.contains(d)).collect();
+        let inner = outer.pop();
+        let n = inner.map_or(1, |d| shape[d]);
+        let results: usize = kept.iter().map(|&d| shape[d]).product();
+        let runs: usize = outer.iter().map(|&d| shape[d]).product();
+        let bytes = ops.iter().map(|o| o.size).sum::<usize>();
+        // An empty reduction folds nothing: one run of no elements (the fold's start).
+        let (n, runs) = if n == 0 || runs == 0 {
+            (0, 1)
+        } else {
+            (n, runs)
+        };
+        Runs {
+            shape,
+            kept,
+            strides: std::array::from_fn(|k| inner.map_or(0, |d| ops[k].strides[d])),
+            results,
+            group: (BLOCK / n.max(1)).clamp(1, runs),
+            traffic: (results * runs * n).saturating_mul(bytes),
+            outer,
+            n,
+            runs,
+        }
+    }
+
+    /// The blocks of runs per kept index.
+    fn blocks(&self) -> usize {
+        self.runs.div_ceil(self.group)
+    }
+
+    /// The operands' elements at kept index `k`, run `r`.
+    ///
+    /// # Safety
+    /// The operands are seen at the shape.
+    unsafe fn at(&self, ops: &[&Operand<'_>; N], k: usize, r: usize) -> [*mut u8; N] {
+        let base = offsets(k, self.kept, self.shape, ops);
+        let off = offsets(r, &self.outer, self.shape, ops);
+        // SAFETY: the offsets of an index of the shape, an element of each operand.
+        std::array::from_fn(|q| unsafe { ops[q].at(base[q] + off[q]) })
+    }
+
+    /// Block `b`'s runs of kept index `k` folded, their results combined in order.
+    ///
+    /// # Safety
+    /// As [`fold`].
+    unsafe fn block<R: RunFold<N>>(
+        &self,
+        ops: &[&Operand<'_>; N],
+        (k, b): (usize, usize),
+        run: &R,
+        combine: &impl Fn(R::Acc, R::Acc) -> R::Acc,
+    ) -> Option<R::Acc> {
+        let mut acc = None;
+        for r in (b * self.group)..((b + 1) * self.group).min(self.runs) {
+            // SAFETY: as the caller promised.
+            let (ptrs, s, n) = (unsafe { self.at(ops, k, r) }, self.strides, self.n);
+            let v = widest(Call { run, ptrs, s, n });
+            acc = Some(match acc {
+                None => v,
+                Some(a) => combine(a, v),
+            });
+        }
+        acc
+    }
+}
+
+/// `a` then `b`, combined where both are there.
+fn join<Acc>(a: Option<Acc>, b: Option<Acc>, combine: &impl Fn(Acc, Acc) -> Acc) -> Option<Acc> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(combine(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// One result element per index over `kept` (row-major), each run's result ([`RunFold`]: the
 /// `n` elements of one run, operand `k`'s from `ptrs[k]`, `strides[k]` apart, folded from the
-/// fold's start; with `n == 0`, the start) combined in order over the runs. `None` when the
-/// partial results could not be allocated.
+/// fold's start; with `n == 0`, the start) combined in order over the runs, a block of runs per
+/// unit of work. `None` when the partial results could not be allocated.
 ///
 /// # Safety
 /// The operands are seen at `shape` (valid elements at every index; operand 0 is not read),
@@ -123,75 +214,35 @@ pub(super) unsafe fn fold<Acc: Send, const N: usize>(
     combine: &(impl Fn(Acc, Acc) -> Acc + Sync),
     run: &impl RunFold<N, Acc = Acc>,
 ) -> Option<Vec<Acc>> {
-    let reduced: Vec<usize> = (0..shape.len()).filter(|d| !kept.contains(d)).collect();
-    let (inner, outer) = match reduced.split_last() {
-        Some((&d, rest)) => (Some(d), rest),
-        None => (None, &[][..]),
-    };
-    let n = inner.map_or(1, |d| shape[d]);
-    let strides: [isize; N] = std::array::from_fn(|k| inner.map_or(0, |d| ops[k].strides[d]));
-    let results: usize = kept.iter().map(|&d| shape[d]).product();
-    let runs: usize = outer.iter().map(|&d| shape[d]).product();
-    let (n, runs) = if n == 0 || runs == 0 {
-        (0, 1)
-    } else {
-        (n, runs)
-    };
-    let group = (BLOCK / n.max(1)).clamp(1, runs);
-    let blocks = runs.div_ceil(group);
-    let units = results.checked_mul(blocks)?;
+    let runs = Runs::new(shape, kept, &ops);
+    let blocks = runs.blocks();
+    let units = runs.results.checked_mul(blocks)?;
     let mut partial: Vec<Option<Acc>> = Vec::new();
     partial.try_reserve_exact(units).ok()?;
     partial.resize_with(units, || None);
     let slots = Shared(partial.as_mut_ptr().cast());
-    let bytes = ops.iter().map(|o| o.size).sum::<usize>();
-    let traffic = (results * runs * n).saturating_mul(bytes);
     let unit = |u: usize| {
         let slots: Shared = slots; // the wrapper, not its field: it is `Sync`
-        let (k, b) = (u / blocks, u % blocks);
-        let base = offsets(k, kept, shape, &ops);
-        let mut acc: Option<Acc> = None;
-        for r in (b * group)..((b + 1) * group).min(runs) {
-            let off = offsets(r, outer, shape, &ops);
-            // SAFETY: the offsets of an index of `shape`, an element of each operand.
-            let ptrs = std::array::from_fn(|q| unsafe { ops[q].at(base[q] + off[q]) });
-            let v = widest(Call {
-                run,
-                ptrs,
-                s: strides,
-                n,
-            });
-            acc = Some(match acc {
-                None => v,
-                Some(a) => combine(a, v),
-            });
-        }
+                                   // SAFETY: as the caller promised.
+        let acc = unsafe { runs.block(&ops, (u / blocks, u % blocks), run, combine) };
         // SAFETY: slot `u` of `partial` (`u < units`), written by this unit alone; the `None`
         // it replaces needs no drop.
         unsafe { slots.0.cast::<Option<Acc>>().add(u).write(acc) };
     };
-    parallel::split(units, parallel::pieces(traffic), 1, &|range: Range<
-        usize,
-    >| {
+    let pieces = parallel::pieces(runs.traffic);
+    parallel::split(units, pieces, 1, &|range: Range<usize>| {
         range.for_each(unit)
     });
     let mut parts = partial.into_iter();
-    let out = (0..results)
+    // Every unit wrote its slot, one run at least: `Some` each.
+    (0..runs.results)
         .map(|_| {
-            let mut acc = parts.next().flatten();
-            for _ in 1..blocks {
-                if let Some(v) = parts.next().flatten() {
-                    acc = Some(match acc {
-                        None => v,
-                        Some(a) => combine(a, v),
-                    });
-                }
-            }
-            acc
+            parts
+                .by_ref()
+                .take(blocks)
+                .fold(None, |a, b| join(a, b, combine))
         })
-        .collect::<Option<Vec<Acc>>>();
-    // Every unit wrote its slot (one run at least, so `Some`): `out` is `Some`.
-    out
+        .collect()
 }
 
 /// Lanes combined pairwise: `(0 1) (2 3) ...`, then `(01 23) ...`, to one.
@@ -227,65 +278,28 @@ pub(super) unsafe fn fold_map<Acc: Send, St: Sync, const N: usize>(
     finish: &(impl Fn(Acc) -> St + Sync),
     mapper: &impl RunMap<N, St = St>,
 ) {
-    let reduced: Vec<usize> = (0..shape.len()).filter(|d| !kept.contains(d)).collect();
-    let (inner, outer) = match reduced.split_last() {
-        Some((&d, rest)) => (Some(d), rest),
-        None => (None, &[][..]),
-    };
-    let n = inner.map_or(1, |d| shape[d]);
-    let strides: [isize; N] = std::array::from_fn(|k| inner.map_or(0, |d| ops[k].strides[d]));
-    let results: usize = kept.iter().map(|&d| shape[d]).product();
-    let runs: usize = outer.iter().map(|&d| shape[d]).product();
-    let (fold_n, fold_runs) = if n == 0 || runs == 0 {
-        (0, 1)
-    } else {
-        (n, runs)
-    };
-    let group = (BLOCK / fold_n.max(1)).clamp(1, fold_runs);
-    let bytes = ops.iter().map(|o| o.size).sum::<usize>();
-    let traffic = (results * runs * n).saturating_mul(bytes);
-    let at = |base: &[isize; N], r: usize| -> [*mut u8; N] {
-        let off = offsets(r, outer, shape, &ops);
-        // SAFETY: the offsets of an index of `shape`, an element of each operand.
-        std::array::from_fn(|q| unsafe { ops[q].at(base[q] + off[q]) })
-    };
+    let runs = Runs::new(shape, kept, &ops);
     let unit = |k: usize| {
-        let base = offsets(k, kept, shape, &ops);
-        let mut acc: Option<Acc> = None;
-        for b in 0..fold_runs.div_ceil(group) {
-            let mut block: Option<Acc> = None;
-            for r in (b * group)..((b + 1) * group).min(fold_runs) {
-                let v = widest(Call {
-                    run,
-                    ptrs: at(&base, r),
-                    s: strides,
-                    n: fold_n,
-                });
-                block = Some(match block {
-                    None => v,
-                    Some(a) => combine(a, v),
-                });
-            }
-            acc = match (acc, block) {
-                (Some(a), Some(v)) => Some(combine(a, v)),
-                (a, v) => a.or(v),
-            };
-        }
-        let Some(acc) = acc else { return };
-        let finished = finish(acc);
-        for r in (0..runs).filter(|_| n > 0) {
+        // SAFETY: as the caller promised.
+        let blocks = (0..runs.blocks()).map(|b| unsafe { runs.block(&ops, (k, b), run, combine) });
+        let Some(acc) = blocks.fold(None, |a, b| join(a, b, combine)) else {
+            return;
+        };
+        let st = &finish(acc);
+        for r in (0..runs.runs).filter(|_| runs.n > 0) {
+            // SAFETY: as the caller promised.
+            let (ptrs, s, n) = (unsafe { runs.at(&ops, k, r) }, runs.strides, runs.n);
             widest(MapCall {
                 mapper,
-                st: &finished,
-                ptrs: at(&base, r),
-                s: strides,
+                st,
+                ptrs,
+                s,
                 n,
             });
         }
     };
-    parallel::split(results, parallel::pieces(traffic), 1, &|range: Range<
-        usize,
-    >| {
+    let pieces = parallel::pieces(runs.traffic);
+    parallel::split(runs.results, pieces, 1, &|range: Range<usize>| {
         range.for_each(unit)
     });
 }

@@ -480,6 +480,10 @@ impl<'r, St, R, Map, P, const N: usize> RunMapper<'r, St, R, Map, P, N> {
     }
 }
 
+/// The chunk loop is written out here and in [`RunFold`]'s `run`, not shared through a helper
+/// taking a closure: one closure deeper, the compiler stopped inlining the user's `map` into
+/// the AVX2 and FMA copy, and a softmax's `exp` ran as libm calls (20x; `docs/experiments.md`,
+/// "Fused loops").
 impl<St, R, Map, P, const N: usize> RunMap<N> for RunMapper<'_, St, R, Map, P, N>
 where
     St: Sync,
