@@ -40,6 +40,155 @@ pub(crate) fn apply<A: Clone, F: Elementwise<A, 1>>(x: A) -> F::Out {
 #[cfg(feature = "stablehlo")]
 pub use program::*;
 
+/// An element as `convert` reads it: every value of every element type, exactly.
+#[derive(Clone, Copy)]
+pub enum Scalar {
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    #[cfg(feature = "complex")]
+    Complex(f64, f64),
+}
+
+/// A source element type of `convert`.
+pub trait Load: Copy {
+    fn load(self) -> Scalar;
+}
+
+/// A destination element type of `convert`, with its rules for values it cannot hold
+/// (StableHLO leaves them to the implementation; these are XLA's CPU compiler's).
+pub trait Store {
+    fn store(s: Scalar) -> Self;
+}
+
+impl Load for bool {
+    #[inline(always)]
+    fn load(self) -> Scalar {
+        Scalar::Bool(self)
+    }
+}
+
+impl Store for bool {
+    /// Zero is `false` (a complex number's imaginary part is ignored).
+    #[inline(always)]
+    fn store(s: Scalar) -> bool {
+        match s {
+            Scalar::Bool(b) => b,
+            Scalar::Int(i) => i != 0,
+            Scalar::Float(v) => v != 0.0,
+            #[cfg(feature = "complex")]
+            Scalar::Complex(v, _) => v != 0.0,
+        }
+    }
+}
+
+macro_rules! convert_ints {
+    ($($t:ty),*) => {$(
+        impl Load for $t {
+            #[inline(always)]
+            fn load(self) -> Scalar {
+                Scalar::Int(self as i128)
+            }
+        }
+        impl Store for $t {
+            /// Integers wrap; floats truncate toward zero and saturate, NaN giving 0.
+            #[inline(always)]
+            fn store(s: Scalar) -> $t {
+                match s {
+                    Scalar::Bool(b) => b as $t,
+                    Scalar::Int(i) => i as $t,
+                    Scalar::Float(v) => v as $t,
+                    #[cfg(feature = "complex")]
+                    Scalar::Complex(v, _) => v as $t,
+                }
+            }
+        }
+    )*};
+}
+convert_ints!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+macro_rules! convert_floats {
+    ($($t:ty),*) => {$(
+        impl Load for $t {
+            #[inline(always)]
+            fn load(self) -> Scalar {
+                Scalar::Float(self as f64)
+            }
+        }
+        impl Store for $t {
+            /// Rounded to nearest, ties to even, once.
+            #[inline(always)]
+            fn store(s: Scalar) -> $t {
+                match s {
+                    Scalar::Bool(b) => u8::from(b) as $t,
+                    Scalar::Int(i) => i as $t,
+                    Scalar::Float(v) => v as $t,
+                    #[cfg(feature = "complex")]
+                    Scalar::Complex(v, _) => v as $t,
+                }
+            }
+        }
+    )*};
+}
+convert_floats!(f32, f64);
+
+#[cfg(feature = "half")]
+macro_rules! convert_halves {
+    ($($t:ty),*) => {$(
+        impl Load for $t {
+            #[inline(always)]
+            fn load(self) -> Scalar {
+                Scalar::Float(self.to_f64())
+            }
+        }
+        impl Store for $t {
+            /// Through `f32` (rounded to nearest, ties to even, at each step), as XLA's CPU
+            /// compiler converts: from `f64` and wide integers that is two roundings.
+            #[inline(always)]
+            fn store(s: Scalar) -> $t {
+                <$t as crate::element::ViaF32>::narrow(<f32 as Store>::store(s))
+            }
+        }
+    )*};
+}
+#[cfg(feature = "half")]
+convert_halves!(half::f16, half::bf16);
+
+#[cfg(feature = "complex")]
+macro_rules! convert_complex {
+    ($($t:ty),*) => {$(
+        impl Load for num_complex::Complex<$t> {
+            #[inline(always)]
+            fn load(self) -> Scalar {
+                Scalar::Complex(self.re as f64, self.im as f64)
+            }
+        }
+        impl Store for num_complex::Complex<$t> {
+            /// Each part as a float is; a real value gets a zero imaginary part.
+            #[inline(always)]
+            fn store(s: Scalar) -> Self {
+                match s {
+                    Scalar::Complex(re, im) => Self::new(re as $t, im as $t),
+                    real => Self::new(<$t as Store>::store(real), 0.0),
+                }
+            }
+        }
+    )*};
+}
+#[cfg(feature = "complex")]
+convert_complex!(f32, f64);
+
+/// `convert` to `U`, as an element function of any source type.
+pub struct Convert<U>(std::marker::PhantomData<U>);
+
+impl<T: Load, U: Store> Elementwise<T, 1> for Convert<U> {
+    type Out = U;
+    #[inline(always)]
+    fn f([x]: [T; 1]) -> U {
+        U::store(x.load())
+    }
+}
+
 /// The unary ops, per element type: `same!` for results of the input's type, each as its
 /// Rust form.
 macro_rules! same {

@@ -20,7 +20,7 @@
 
 use ndarray::{Array, ArrayRef, Dimension};
 
-use crate::elementwise::{self as elem, apply, Elementwise};
+use crate::elementwise::{self as elem, apply, Convert, Elementwise, Load, Store};
 use crate::engine::{self, Fresh, Src, SrcMut, ZipN};
 use crate::error::Result;
 use crate::front::check_out;
@@ -140,6 +140,49 @@ macro_rules! unary_methods {
                     }
                 )?
             )*
+
+            /// Each element converted to `U`, into a fresh array: `Program::convert`'s rules
+            /// (XLA's: integers wrap; floats to integers truncate toward zero and saturate, NaN
+            /// giving 0; to floats rounded to nearest, ties to even, once; `bool` is `!= 0`).
+            ///
+            /// # Errors
+            /// [`BroadcastError::Allocation`](crate::BroadcastError::Allocation) when the
+            /// result cannot be allocated.
+            ///
+            /// ```
+            /// use ndarray::array;
+            /// use xla_bcast::prelude::*;
+            ///
+            /// let x = array![-1.5f32, 300.0, f32::NAN, 2.0e10];
+            /// assert_eq!(x.xla_convert::<u8>().unwrap(), array![0, 255, 0, 255]);
+            /// assert_eq!(x.xla_convert::<i32>().unwrap(), array![-1, 300, 0, i32::MAX]);
+            /// assert_eq!(array![1u32, 0].xla_convert::<bool>().unwrap(), array![true, false]);
+            /// ```
+            fn xla_convert<U: Store + Send>(&self) -> Result<Array<U, D>>
+            where
+                A: Load + Sync,
+            {
+                collect::<Convert<U>, A, D>("convert", self.array())
+            }
+
+            /// [`xla_convert`](UnaryOps::xla_convert) into `out`, which must have this array's
+            /// shape ([`BroadcastError::OutputShape`](crate::BroadcastError::OutputShape)
+            /// otherwise, with nothing written).
+            ///
+            /// ```
+            /// use ndarray::{array, Array1};
+            /// use xla_bcast::prelude::*;
+            ///
+            /// let mut out = Array1::<f64>::zeros(2);
+            /// array![i64::MAX, -3].xla_convert_into(&mut out).unwrap();
+            /// assert_eq!(out, array![9.223372036854776e18, -3.0]);
+            /// ```
+            fn xla_convert_into<U: Store + Send, O: Dimension>(&self, out: &mut ArrayRef<U, O>) -> Result<()>
+            where
+                A: Load + Sync,
+            {
+                into::<Convert<U>, A, D, O>("convert", self.array(), out)
+            }
         }
     };
 }

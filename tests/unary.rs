@@ -157,3 +157,100 @@ fn into_checks_the_output_shape() {
     );
     assert_eq!(out, Array2::<f32>::zeros((3, 2)));
 }
+
+/// Bits of an element, for comparing conversions exactly.
+trait Bits: Copy {
+    fn bits(self) -> u64;
+}
+macro_rules! bits {
+    ($($t:ty: |$x:ident| $e:expr;)*) => {$(
+        impl Bits for $t {
+            fn bits(self) -> u64 {
+                let $x = self;
+                $e
+            }
+        }
+    )*};
+}
+bits! {
+    bool: |x| x as u64;
+    i8: |x| x as u8 as u64;
+    i32: |x| x as u32 as u64;
+    i64: |x| x as u64;
+    u8: |x| x as u64;
+    u16: |x| x as u64;
+    u64: |x| x;
+    f32: |x| x.to_bits() as u64;
+    f64: |x| x.to_bits();
+}
+
+/// `xla_convert` against `Program::convert`, bit for bit, from `x` (of `$t`) to each `$u`.
+macro_rules! converts_like_the_program {
+    ($x:expr, $t:ty; $($u:ty),*) => {{
+        let x: Array1<$t> = $x;
+        $(
+            let mut p = Program::new("c");
+            let v = p.parameter::<$t>(&[x.len()]);
+            let y = p.convert::<$u>(v).unwrap();
+            p.output(y).unwrap();
+            let want = p.run(&[Tensor::from(x.clone().into_dyn())]).unwrap().remove(0);
+            let want: Vec<u64> = want.view::<$u>().unwrap().iter().map(|v| v.bits()).collect();
+            let got: Vec<u64> = x.xla_convert::<$u>().unwrap().iter().map(|v| v.bits()).collect();
+            assert_eq!(got, want, "{} to {}", stringify!($t), stringify!($u));
+            let mut out = Array1::<$u>::default(x.len());
+            x.xla_convert_into(&mut out).unwrap();
+            assert_eq!(out.iter().map(|v| v.bits()).collect::<Vec<_>>(), want);
+        )*
+    }};
+}
+
+#[test]
+fn conversions_give_the_program_bits() {
+    let f = [
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        127.9,
+        -128.9,
+        255.5,
+        65535.9,
+        1e10,
+        -1e10,
+        3e38,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-40,
+        9.3e18,
+        -9.3e18,
+    ];
+    let x64 = Array1::from(f.to_vec());
+    converts_like_the_program!(x64.clone(), f64; bool, i8, i32, i64, u8, u16, u64, f32, f64);
+    converts_like_the_program!(x64.mapv(|v| v as f32), f32; bool, i8, i32, i64, u8, u16, u64, f32, f64);
+    let ints = [
+        0i64,
+        1,
+        -1,
+        127,
+        128,
+        -129,
+        255,
+        256,
+        65535,
+        65536,
+        i32::MAX as i64 + 1,
+        i64::MIN,
+        i64::MAX,
+        16777217,
+        -16777217,
+    ];
+    let i = Array1::from(ints.to_vec());
+    converts_like_the_program!(i.clone(), i64; bool, i8, i32, i64, u8, u16, u64, f32, f64);
+    converts_like_the_program!(i.mapv(|v| v as i32), i32; bool, i8, i32, i64, u8, u16, u64, f32, f64);
+    converts_like_the_program!(i.mapv(|v| v as u8), u8; bool, i8, i32, i64, u8, u16, u64, f32, f64);
+    converts_like_the_program!(Array1::from(vec![true, false, true]), bool; bool, i8, i32, i64, u8, u16, u64, f32, f64);
+}

@@ -9,7 +9,7 @@ use super::{
     Value,
 };
 use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
-use crate::engine::table::{self, Elementwise, Kernel, Run};
+use crate::engine::table::{self, Kernel, Run};
 use crate::engine::Operand;
 use crate::error::{BroadcastError, Result};
 use crate::shape::{iota, reduce_in_dim_check};
@@ -235,171 +235,29 @@ macro_rules! complex {
 #[cfg(feature = "complex")]
 complex!(f32, f64);
 
-/// An element as `convert` reads it: every value of every element type, exactly.
-#[derive(Clone, Copy)]
-pub(super) enum Scalar {
-    Bool(bool),
-    Int(i128),
-    Float(f64),
-    #[cfg(feature = "complex")]
-    Complex(f64, f64),
-}
-
-/// A source element type of `convert`.
-pub(super) trait Load: Copy {
-    fn load(self) -> Scalar;
+/// A source element type of `convert` in programs: its conversion kernels.
+pub(super) trait ConvertFrom: elem::Load + Clone {
     /// The conversion kernel from this type to `to` ([`convert_kernel`]).
     fn kernel(to: ElementType) -> Option<Run<2>>;
 }
 
-/// A destination element type of `convert`, with its rules for values it cannot hold
-/// (StableHLO leaves them to the implementation; these are XLA's CPU compiler's).
-trait Store {
-    fn store(s: Scalar) -> Self;
-}
-
-impl Load for bool {
-    #[inline(always)]
-    fn load(self) -> Scalar {
-        Scalar::Bool(self)
-    }
-    fn kernel(to: ElementType) -> Option<Run<2>> {
-        Convert::from_int::<Self>(to)
-    }
-}
-
-impl Store for bool {
-    /// Zero is `false` (a complex number's imaginary part is ignored).
-    #[inline(always)]
-    fn store(s: Scalar) -> bool {
-        match s {
-            Scalar::Bool(b) => b,
-            Scalar::Int(i) => i != 0,
-            Scalar::Float(v) => v != 0.0,
-            #[cfg(feature = "complex")]
-            Scalar::Complex(v, _) => v != 0.0,
-        }
-    }
-}
-
-macro_rules! convert_ints {
-    ($($t:ty),*) => {$(
-        impl Load for $t {
-            #[inline(always)]
-            fn load(self) -> Scalar {
-                Scalar::Int(self as i128)
-            }
+/// [`ConvertFrom`] for each source type: integers and `bool` (`from_int`), the others.
+macro_rules! convert_from {
+    ($how:ident: $($(#[$cfg:meta])* $t:ty),*) => {$(
+        $(#[$cfg])*
+        impl ConvertFrom for $t {
             fn kernel(to: ElementType) -> Option<Run<2>> {
-                Convert::from_int::<Self>(to)
-            }
-        }
-        impl Store for $t {
-            /// Integers wrap; floats truncate toward zero and saturate, NaN giving 0.
-            #[inline(always)]
-            fn store(s: Scalar) -> $t {
-                match s {
-                    Scalar::Bool(b) => b as $t,
-                    Scalar::Int(i) => i as $t,
-                    Scalar::Float(v) => v as $t,
-                    #[cfg(feature = "complex")]
-                    Scalar::Complex(v, _) => v as $t,
-                }
+                elem::Convert::$how::<Self>(to)
             }
         }
     )*};
 }
-convert_ints!(i8, i16, i32, i64, u8, u16, u32, u64);
-
-macro_rules! convert_floats {
-    ($($t:ty),*) => {$(
-        impl Load for $t {
-            #[inline(always)]
-            fn load(self) -> Scalar {
-                Scalar::Float(self as f64)
-            }
-            fn kernel(to: ElementType) -> Option<Run<2>> {
-                Convert::from_float::<Self>(to)
-            }
-        }
-        impl Store for $t {
-            /// Rounded to nearest, ties to even, once.
-            #[inline(always)]
-            fn store(s: Scalar) -> $t {
-                match s {
-                    Scalar::Bool(b) => u8::from(b) as $t,
-                    Scalar::Int(i) => i as $t,
-                    Scalar::Float(v) => v as $t,
-                    #[cfg(feature = "complex")]
-                    Scalar::Complex(v, _) => v as $t,
-                }
-            }
-        }
-    )*};
-}
-convert_floats!(f32, f64);
-
-#[cfg(feature = "half")]
-macro_rules! convert_halves {
-    ($($t:ty),*) => {$(
-        impl Load for $t {
-            #[inline(always)]
-            fn load(self) -> Scalar {
-                Scalar::Float(self.to_f64())
-            }
-            fn kernel(to: ElementType) -> Option<Run<2>> {
-                Convert::from_float::<Self>(to)
-            }
-        }
-        impl Store for $t {
-            /// Through `f32` (rounded to nearest, ties to even, at each step), as XLA's CPU
-            /// compiler converts: from `f64` and wide integers that is two roundings.
-            #[inline(always)]
-            fn store(s: Scalar) -> $t {
-                <$t as crate::element::ViaF32>::narrow(<f32 as Store>::store(s))
-            }
-        }
-    )*};
-}
-#[cfg(feature = "half")]
-convert_halves!(half::f16, half::bf16);
-
-#[cfg(feature = "complex")]
-macro_rules! convert_complex {
-    ($($t:ty),*) => {$(
-        impl Load for num_complex::Complex<$t> {
-            #[inline(always)]
-            fn load(self) -> Scalar {
-                Scalar::Complex(self.re as f64, self.im as f64)
-            }
-            fn kernel(to: ElementType) -> Option<Run<2>> {
-                Convert::from_float::<Self>(to)
-            }
-        }
-        impl Store for num_complex::Complex<$t> {
-            /// Each part as a float is; a real value gets a zero imaginary part.
-            #[inline(always)]
-            fn store(s: Scalar) -> Self {
-                match s {
-                    Scalar::Complex(re, im) => Self::new(re as $t, im as $t),
-                    real => Self::new(<$t as Store>::store(real), 0.0),
-                }
-            }
-        }
-    )*};
-}
-#[cfg(feature = "complex")]
-convert_complex!(f32, f64);
-
-/// `convert` to `U`, as an element function of any source type.
-struct Convert<U>(std::marker::PhantomData<U>);
-
-impl<T: Load, U: Store> Elementwise<T, 1> for Convert<U> {
-    type Out = U;
-    #[inline(always)]
-    fn f([x]: [T; 1]) -> U {
-        U::store(x.load())
-    }
-}
+convert_from!(from_int: bool, i8, i16, i32, i64, u8, u16, u32, u64);
+convert_from!(from_float: f32, f64,
+    #[cfg(feature = "half")] half::f16,
+    #[cfg(feature = "half")] half::bf16,
+    #[cfg(feature = "complex")] num_complex::Complex<f32>,
+    #[cfg(feature = "complex")] num_complex::Complex<f64>);
 
 /// `run::<$from, Convert<$u>>` for the first listed `$u` whose type is `to` (a `$u` given as
 /// `$u => $as` runs `$as`'s kernel), else nothing.
@@ -407,7 +265,7 @@ macro_rules! convert_to {
     ($to:expr, $from:ty; $($(#[$cfg:meta])* $u:ty $(=> $as:ty)?),*) => {$(
         $(#[$cfg])*
         if $to == <$u as StableHloElement>::TYPE {
-            return Some(table::run::<$from, Convert<convert_to!(@ $u $(, $as)?)>>);
+            return Some(table::run::<$from, elem::Convert<convert_to!(@ $u $(, $as)?)>>);
         }
     )*};
     (@ $u:ty) => { $u };
@@ -416,13 +274,13 @@ macro_rules! convert_to {
 
 /// The conversion kernel from `T` to the element type `to`: from integers and `bool`, a
 /// signed integer result takes its unsigned twin's kernel (wrapping gives the same bits).
-pub(super) fn convert_kernel<T: Load + Clone>(to: ElementType) -> Option<Run<2>> {
+pub(super) fn convert_kernel<T: ConvertFrom>(to: ElementType) -> Option<Run<2>> {
     T::kernel(to)
 }
 
-impl Convert<()> {
+impl elem::Convert<()> {
     /// The kernel from `T` (not an integer) to `to`.
-    fn from_float<T: Load + Clone>(to: ElementType) -> Option<Run<2>> {
+    fn from_float<T: ConvertFrom>(to: ElementType) -> Option<Run<2>> {
         convert_to!(to, T; bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64,
             #[cfg(feature = "half")] half::f16,
             #[cfg(feature = "half")] half::bf16,
@@ -432,7 +290,7 @@ impl Convert<()> {
     }
 
     /// The kernel from `T` (an integer or `bool`) to `to`.
-    fn from_int<T: Load + Clone>(to: ElementType) -> Option<Run<2>> {
+    fn from_int<T: ConvertFrom>(to: ElementType) -> Option<Run<2>> {
         convert_to!(to, T; bool, i8 => u8, i16 => u16, i32 => u32, i64 => u64, u8, u16, u32,
             u64, f32, f64,
             #[cfg(feature = "half")] half::f16,
