@@ -5,13 +5,19 @@
 //! same name (`Program::exp`, ...), and of the eager ops built on it. `f16` and `bf16` take the
 //! `f32` ones and round once.
 //!
+//! They vectorise where they are compiled with FMA: inside the crate's loops (a `StrictZip`
+//! closure, the eager unary ops) they are, in its AVX2 and FMA copies. In a loop of your own,
+//! compile it for FMA (`-C target-cpu=native`, or a `#[target_feature(enable = "avx2,fma")]`
+//! function): without it each `mul_add` is a call into libm, about 16x slower
+//! (`docs/experiments.md`, "Fused loops").
+//!
 //! ```
 //! use ndarray::Array1;
-//! use xla_bcast::math;
+//! use xla_bcast::{math, prelude::*};
 //!
 //! let x = Array1::linspace(-3.0f32, 3.0, 1000);
-//! // Vectorised: std's `f32::exp` is a call per element, this is a few instructions.
-//! let softplus = x.mapv(|x| math::log1p(math::exp(x)));
+//! // In the crate's loop, compiled with FMA: vectorised (std's `f32::exp` is a call per element).
+//! let softplus = StrictZip::from(&x).map_collect(|x| math::log1p(math::exp(x))).unwrap();
 //! assert!((softplus[999] - 3.0486).abs() < 1e-4);
 //! ```
 //!
