@@ -324,6 +324,15 @@ mod sealed {
 macro_rules! functions {
     ($($name:ident, $f32:expr, $f64:expr, $doc:literal, $ex:literal;)*) => {
         /// `f32` or `f64`: the types this module's functions take (sealed).
+        ///
+        /// ```
+        /// use xla_bcast::math::{self, Float};
+        ///
+        /// fn softplus<T: Float>(x: T) -> T {
+        ///     math::log1p(math::exp(x))
+        /// }
+        /// assert!((softplus(0.0f64) - 2f64.ln()).abs() < 1e-15);
+        /// ```
         pub trait Float: Copy + sealed::Sealed {
             $(#[doc(hidden)] fn $name(self) -> Self;)*
         }

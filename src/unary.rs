@@ -21,9 +21,9 @@
 use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::elementwise::{self as elem, apply, Convert, Elementwise, Load, Store};
-use crate::engine::{self, Fresh, Src, SrcMut, ZipN};
+use crate::engine::{self, Src, SrcMut, ZipN};
 use crate::error::Result;
-use crate::front::check_out;
+use crate::front::{check_out, map_collect};
 use crate::ops::sealed::Sealed;
 
 /// `F` of each element of `a`, into a fresh array.
@@ -34,8 +34,7 @@ where
     A: Clone + Sync,
     D: Dimension,
 {
-    let kernel = ZipN::new(&apply::<A, F>, (Src::of(a),));
-    engine::collect(op, a.raw_dim(), &kernel, Fresh::FollowInputs)
+    map_collect(op, a, apply::<A, F>)
 }
 
 /// `F` of each element of `a`, into `out` of `a`'s shape.
@@ -64,15 +63,25 @@ where
     D: Dimension,
 {
     let (dim, f) = (a.raw_dim(), |x: &mut A| *x = apply::<A, F>(x.clone()));
-    let kernel = ZipN::new(&f, (SrcMut::of(a),));
-    // Into an array of `()`, which allocates nothing: it cannot fail for an existing shape.
-    let _ = engine::collect::<(), D, _, 2>(op, dim, &kernel, Fresh::FollowInputs);
+    engine::update(op, dim, &ZipN::new(&f, (SrcMut::of(a),)));
 }
 
 macro_rules! unary_methods {
     ($($name:ident => $v:ident, $hlo:literal, [$m:ident, $into:ident $(, $assign:ident)?],
        [$($kind:ident),*], $what:literal, $ty:ty, $input:expr, $want:expr;)*) => {
         /// The unary ops, on every ndarray array and view ([the module](self)).
+        ///
+        /// ```
+        /// use ndarray::array;
+        /// use xla_bcast::prelude::*;
+        ///
+        /// let mut x = array![[1.0f64, 4.0], [9.0, 16.0]];
+        /// let mut r = x.xla_rsqrt().unwrap();
+        /// x.xla_sqrt_assign();
+        /// r.xla_log_assign();
+        /// assert_eq!(x, array![[1.0, 2.0], [3.0, 4.0]]);
+        /// assert_eq!(r[[0, 0]], 0.0);
+        /// ```
         pub trait UnaryOps<A, D: Dimension>: Sealed<A, D> {
             $(
                 #[doc = concat!("`", stringify!($name), "` of each element, into a fresh array: ", $what,

@@ -205,7 +205,7 @@ fn layout<D: Dimension>(dim: D, order: Order<&[usize]>) -> StrideShape<D> {
 }
 
 /// The error for an array of `C` of shape `dim` that cannot be allocated.
-fn refused<C, D: Dimension>(op: &'static str, dim: &D) -> BroadcastError {
+pub(crate) fn refused<C, D: Dimension>(op: &'static str, dim: &D) -> BroadcastError {
     BroadcastError::Allocation {
         op,
         shape: dim.slice().into(),

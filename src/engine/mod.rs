@@ -46,7 +46,7 @@ use crate::error::Result;
 
 #[cfg(feature = "stablehlo")]
 pub(crate) use alloc::Blank;
-pub(crate) use alloc::{filled, with_capacity};
+pub(crate) use alloc::{filled, refused, with_capacity};
 use fresh::FreshLog;
 pub(crate) use kernel::Block;
 pub(crate) use kernel::{
@@ -266,8 +266,18 @@ fn is_one_run(len: usize, out_size: usize, inputs: &[&Operand<'_>]) -> bool {
     len > 0 && parallel::is_small(traffic)
 }
 
-/// `out[i] = f(out[i], b[i])`, in place: `out` as a written part beside `b`, walked into an
-/// array of `()` (which allocates nothing, so cannot fail for the shape of an existing array).
+/// `kernel` for its effect on its written part ([`SrcMut`]), walked into an array of `()` of
+/// shape `dim`, which allocates nothing: it cannot fail for the shape of an existing array.
+pub(crate) fn update<D, K, const N: usize>(op: &'static str, dim: D, kernel: &K)
+where
+    D: Dimension,
+    K: BlockKernel<N> + Writes<MaybeUninit<()>>,
+    Engine: Walk<N>,
+{
+    let _ = collect::<(), D, K, N>(op, dim, kernel, Fresh::FollowInputs);
+}
+
+/// `out[i] = f(out[i], b[i])`, in place ([`update`]).
 pub(crate) fn assign<A, B, D>(
     out: &mut ArrayRef<A, D>,
     b: Src<'_, B>,
@@ -279,12 +289,7 @@ pub(crate) fn assign<A, B, D>(
 {
     let dim = out.raw_dim();
     let g = |a: &mut A, b: B| *a = f(a.clone(), b);
-    let _ = collect::<(), D, _, 3>(
-        "assign",
-        dim,
-        &ZipN::new(&g, (SrcMut::of(out), b)),
-        Fresh::FollowInputs,
-    );
+    update("assign", dim, &ZipN::new(&g, (SrcMut::of(out), b)));
 }
 
 /// The walk over `N` operands, compiled once in this crate: a generic walk would be compiled

@@ -22,6 +22,16 @@ const BLOCK: usize = 1 << 15;
 
 /// The kept dims [`fold_in_dims`](super::StrictZip::fold_in_dims) takes: an array of dims (a
 /// result of that fixed rank, `[usize; N]`), or a slice (a dynamic-rank result).
+///
+/// ```
+/// use ndarray::{array, Array1, ArrayD};
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![[1, 2], [3, 4]];
+/// let rows: Array1<i32> = StrictZip::from(&x).fold_in_dims([0], 0, |s, x| s + x, |a, b| a + b).unwrap();
+/// let dyn_rows: ArrayD<i32> = StrictZip::from(&x).fold_in_dims(&[0][..], 0, |s, x| s + x, |a, b| a + b).unwrap();
+/// assert_eq!(rows.into_dyn(), dyn_rows);
+/// ```
 pub trait KeptDims {
     /// The result's dimension type.
     type Dim: Dimension;

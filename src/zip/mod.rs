@@ -74,9 +74,19 @@ pub struct StrictZip<'a, P, D> {
 }
 
 /// An operand of a [`StrictZip`]: read by value ([`Read`]) or written through `&mut`
-/// ([`Write`]). Sealed: made by [`IntoZipOperand`].
-/// What the zip's closure gets for each element (`Item`, from the sealed supertrait) is a
-/// value, or `&'a mut` for a written operand.
+/// ([`Write`]). Sealed: made by [`IntoZipOperand`]. What the zip's closure gets for each
+/// element (`Item`, from the sealed supertrait) is a value, or `&'a mut` for a written operand.
+///
+/// ```
+/// use ndarray::{array, Dimension};
+/// use xla_bcast::zip::{IntoZipOperand, ZipOperand};
+///
+/// fn rank<'a, Q: IntoZipOperand<'a>>(_: Q) -> Option<usize> {
+///     <Q::Operand as ZipOperand<'a>>::Dim::NDIM
+/// }
+/// let x = array![[1, 2], [3, 4]];
+/// assert_eq!(rank(&x), Some(2));
+/// ```
 pub trait ZipOperand<'a>: sealed::Place<'a> {
     /// The operand's dimension type.
     type Dim: Dimension;
@@ -84,6 +94,17 @@ pub trait ZipOperand<'a>: sealed::Place<'a> {
 
 /// What [`StrictZip::from`] and [`StrictZip::and`] take: `&` an array or view (read), `&mut`
 /// one (written), or an [`InDims`] (a lower-rank operand with its `broadcast_dimensions`).
+///
+/// ```
+/// use ndarray::{array, s, Array2};
+/// use xla_bcast::prelude::*;
+///
+/// let (x, v) = (array![[1, 2], [3, 4]], array![10, 20]);
+/// let mut out = Array2::zeros((2, 2));
+/// let view = x.slice(s![.., ..]);
+/// StrictZip::from(&mut out).and(&view).and(v.in_dims(&[1])).for_each(|o, x, v| *o = x + v).unwrap();
+/// assert_eq!(out, array![[11, 22], [13, 24]]);
+/// ```
 pub trait IntoZipOperand<'a> {
     /// The operand.
     type Operand: ZipOperand<'a>;
@@ -91,13 +112,32 @@ pub trait IntoZipOperand<'a> {
     fn into_operand(self) -> Self::Operand;
 }
 
-/// A read operand: its elements reach the closure as clones.
+/// A read operand: its elements reach the closure as clones (made from `&x` or an [`InDims`]).
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+/// use xla_bcast::zip::{IntoZipOperand, Read};
+///
+/// let x = array![1.5, 2.5];
+/// let _read: Read<'_, f64, ndarray::Ix1> = (&x).into_operand();
+/// ```
 pub struct Read<'a, A, E> {
     array: &'a ArrayRef<A, E>,
     dims: Option<&'a [usize]>,
 }
 
-/// A written operand: its elements reach the closure as `&'a mut`.
+/// A written operand: its elements reach the closure as `&'a mut` (made from `&mut x`; it
+/// must have the result's shape).
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let mut x = array![1, 2, 3];
+/// StrictZip::from(&mut x).for_each(|x| *x *= 10).unwrap();
+/// assert_eq!(x, array![10, 20, 30]);
+/// ```
 pub struct Write<'a, A, E> {
     array: &'a mut ArrayRef<A, E>,
 }
@@ -359,15 +399,6 @@ fn kept_check(shape: &[usize], kept: &[usize]) -> Result<Vec<usize>> {
     Ok(kept.iter().map(|&d| shape[d]).collect())
 }
 
-/// A fold's result of `shape` that could not be allocated.
-fn alloc_error(shape: &[usize]) -> BroadcastError {
-    BroadcastError::Allocation {
-        op: OP,
-        shape: shape.into(),
-        bytes: None,
-    }
-}
-
 /// One run of a fold ([`fold::fold`]), over operands `1..N` (operand 0 is ignored).
 pub(crate) trait RunFold<const N: usize>: Sync {
     type Acc;
@@ -481,9 +512,9 @@ impl<'r, St, R, Map, P, const N: usize> RunMapper<'r, St, R, Map, P, N> {
 }
 
 /// The chunk loop is written out here and in [`RunFold`]'s `run`, not shared through a helper
-/// taking a closure: one closure deeper, the compiler stopped inlining the user's `map` into
-/// the AVX2 and FMA copy, and a softmax's `exp` ran as libm calls (20x; `docs/experiments.md`,
-/// "Fused loops").
+/// taking a closure: one closure deeper, the compiler does not inline the user's `map` into the
+/// AVX2 and FMA copy, and `math`'s `mul_add`s become libm calls (a softmax 20x slower;
+/// `docs/experiments.md`, "Fused loops").
 impl<St, R, Map, P, const N: usize> RunMap<N> for RunMapper<'_, St, R, Map, P, N>
 where
     St: Sync,
@@ -643,8 +674,8 @@ macro_rules! run {
                 // SAFETY: the operands are placed at `shape`, `kept` checked; `run` reads the
                 // elements of its run only (and hands a written operand's out once each).
                 let out = unsafe { fold::fold(&shape, kept, ops, &combine, &run) };
-                let out = out.ok_or_else(|| alloc_error(&kept_shape))?;
-                Array::from_shape_vec(dim, out).map_err(|_| alloc_error(&kept_shape))
+                let refused = || engine::refused::<Acc, _>(OP, &ndarray::IxDyn(&kept_shape));
+                Array::from_shape_vec(dim, out.ok_or_else(refused)?).map_err(|_| refused())
             }
 
             /// A fold into `kept_dims` ([`fold_in_dims`](StrictZip::fold_in_dims), the same
