@@ -404,6 +404,21 @@ fn rank_mismatch(op: &str, lhs: &[usize], rhs: &[usize]) -> String {
     } else {
         ("rhs", rhs, "lhs", lhs)
     };
+    // XLA's Select takes no broadcast_dimensions: its hint is a broadcast_in_dim that places the
+    // lower-rank operand, with the dims that fit.
+    if op == "select" {
+        let place = match suggested_dims(lo, hi).first() {
+            Some(dims) => format!(", e.g. .broadcast_in_dim({}, &{})", sh(hi), sh(dims)),
+            None => String::new(),
+        };
+        return format!(
+            "select: operands {} and {} have different ranks; select takes no \
+             broadcast_dimensions (XLA's Select broadcasts only rank-0 operands and size-1 dims), \
+             so place the lower-rank operand with broadcast_in_dim first{place}",
+            sh(lhs),
+            sh(rhs)
+        );
+    }
     let head = format!(
         "{op}: lhs {} and rhs {} have different ranks; give broadcast_dimensions",
         sh(lhs),
@@ -510,12 +525,20 @@ impl std::fmt::Display for BroadcastError {
                 not {}",
                 sh(lhs), sh(rhs), sh(dims)
             ),
-            BroadcastError::IncompatibleDims { op, lhs, rhs, dims, lhs_dim, rhs_dim, lhs_size, rhs_size } => write!(
-                out,
-                "{op}: lhs {} and rhs {} (broadcast_dimensions {}) are incompatible: lhs dim {lhs_dim} has size \
-                {lhs_size} and rhs dim {rhs_dim} has size {rhs_size}; matched sizes must be equal or one of them 1",
-                sh(lhs), sh(rhs), sh(dims)
-            ),
+            BroadcastError::IncompatibleDims { op, lhs, rhs, dims, lhs_dim, rhs_dim, lhs_size, rhs_size } => {
+                write!(
+                    out,
+                    "{op}: lhs {} and rhs {} (broadcast_dimensions {}) are incompatible: lhs dim {lhs_dim} has size \
+                    {lhs_size} and rhs dim {rhs_dim} has size {rhs_size}; matched sizes must be equal or one of them 1",
+                    sh(lhs), sh(rhs), sh(dims)
+                )?;
+                // At different ranks, the dims that would fit (equal ranks match dim to dim).
+                match lhs.len().cmp(&rhs.len()) {
+                    std::cmp::Ordering::Less => write_suggested_dims(out, lhs, rhs),
+                    std::cmp::Ordering::Greater => write_suggested_dims(out, rhs, lhs),
+                    std::cmp::Ordering::Equal => Ok(()),
+                }
+            }
             BroadcastError::InDimInvalid { op, operand, out_shape, dims, reason } => write!(
                 out,
                 "{op}: operand {} to shape {} with broadcast_dimensions {}: {reason}",

@@ -21,13 +21,13 @@
 //! );
 //! ```
 
-use ndarray::{Array, ArrayRef, ArrayView, DimMax, Dimension, IxDyn};
+use ndarray::{Array, ArrayRef, ArrayView, CowArray, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::error::{BroadcastError, Result};
 use crate::front::{check_grad, into_dim, zip_collect, DimMaxOf};
 use crate::ops::ClampBcast;
-use crate::reduce::{reduce_fresh, sum_fold};
+use crate::reduce::{borrowed_or_summed, reduce_fresh, sum_fold};
 use crate::shape::{numpy_shape_for, ShapeArg};
 use crate::view::broadcast_in_dim_view;
 
@@ -325,7 +325,8 @@ pub fn sum_to_shape<A: XlaElement, D: Dimension, Sh: ShapeArg>(
 }
 
 /// The gradients of both operands of a NumPy-broadcast `add`/`sub`-style op, given the gradient
-/// of its result: [`sum_to_shape`] for each.
+/// of its result: [`sum_to_shape`] for each, or `grad` itself, borrowed, for an operand of the
+/// result's shape (no copy).
 ///
 /// ```
 /// use ndarray::array;
@@ -335,13 +336,17 @@ pub fn sum_to_shape<A: XlaElement, D: Dimension, Sh: ShapeArg>(
 /// let (ga, gb) = unbroadcast_grads(&[2, 1], &[3], &grad).unwrap();
 /// assert_eq!(ga, array![[3], [3]].into_dyn());
 /// assert_eq!(gb, array![2, 2, 2].into_dyn());
+/// let (ga, _) = unbroadcast_grads(&[2, 3], &[3], &grad).unwrap();
+/// assert!(ga.is_view()); // `grad` itself
 /// ```
-pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
+#[allow(clippy::type_complexity)]
+pub fn unbroadcast_grads<'g, A: XlaElement, D: Dimension>(
     a_shape: &[usize],
     b_shape: &[usize],
-    grad: &ArrayRef<A, D>,
-) -> Result<(Array<A, IxDyn>, Array<A, IxDyn>)> {
+    grad: &'g ArrayRef<A, D>,
+) -> Result<(CowArray<'g, A, IxDyn>, CowArray<'g, A, IxDyn>)> {
     let out = numpy_shape_for("unbroadcast_grads", &[a_shape, b_shape])?;
     check_grad("unbroadcast_grads", &out, grad.shape())?;
-    Ok((sum_to_shape(grad, a_shape)?, sum_to_shape(grad, b_shape)?))
+    let sum = |shape: &[usize]| borrowed_or_summed(grad, IxDyn(shape), |_| sum_to_shape(grad, shape));
+    Ok((sum(a_shape)?, sum(b_shape)?))
 }

@@ -340,6 +340,25 @@ macro_rules! arith_family {
         /// assert_eq!(x.add_bcast(&col, &[0]).unwrap(), array![[11.0, 12.0], [23.0, 24.0]]);
         /// assert_eq!(x.max_bcast(&ndarray::arr0(2.5), &[]).unwrap(), array![[2.5, 2.5], [3.0, 4.0]]);
         /// ```
+        ///
+        /// The rule checks sizes, not meaning: where two dims of the higher-rank operand have
+        /// the same size, `broadcast_dimensions` naming the wrong one is accepted, as XLA accepts
+        /// it. In attention scores of shape `(B, H, T, T)`, a per-query maximum of shape
+        /// `(B, H, T)` goes back with `[0, 1, 2]` (its dim 2 is the query dim); `[0, 1, 3]` also
+        /// fits, and subtracts each query's maximum down a key column instead. Explicit dims
+        /// are the place to say which: a square input cannot.
+        ///
+        /// ```
+        /// use ndarray::{array, Array3};
+        /// use xla_bcast::prelude::*;
+        ///
+        /// let scores = Array3::from_shape_vec((1, 2, 2), vec![1.0, 5.0, 2.0, 3.0]).unwrap();
+        /// let max = array![[5.0, 3.0]]; // per row (query) of the 2x2 block
+        /// let right = scores.sub_bcast(&max, &[0, 1]).unwrap();
+        /// assert_eq!(right, Array3::from_shape_vec((1, 2, 2), vec![-4.0, 0.0, -1.0, 0.0]).unwrap());
+        /// let wrong = scores.sub_bcast(&max, &[0, 2]).unwrap(); // accepted: 2 == 2
+        /// assert_ne!(wrong, right);
+        /// ```
         pub trait ArithBcast<A: XlaElement, D: Dimension>: Sealed<A, D> {
             $(
                 #[doc = concat!("Elementwise `", stringify!($op), "` with XLA broadcasting ([`", stringify!($bound), "::", stringify!($elem), "`](crate::element::", stringify!($bound), "::", stringify!($elem), ")).")]

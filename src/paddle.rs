@@ -17,13 +17,13 @@
 //! assert_eq!(r[[1, 2, 3, 4]], 3.0);
 //! ```
 
-use ndarray::{Array, ArrayRef, ArrayView, Axis, DimMax, Dimension, IxDyn};
+use ndarray::{Array, ArrayRef, ArrayView, Axis, CowArray, DimMax, Dimension, IxDyn};
 
 use crate::element::{XlaBitwise, XlaElement, XlaFloat, XlaInteger, XlaNumber, XlaOrd, XlaReal};
 use crate::error::Result;
 use crate::front::{check_grad, into_dim, zip_collect, DimMaxOf};
 use crate::ops::ClampBcast;
-use crate::reduce::{reduce_fresh, sum_fold};
+use crate::reduce::{borrowed_or_summed, reduce_fresh, sum_fold};
 use crate::shape::paddle_plan;
 
 /// `a` without its dims from `keep` on (all of size 1): a zero-copy view.
@@ -132,7 +132,8 @@ pub fn clip<A: XlaOrd, D: Dimension>(x: &ArrayRef<A, D>, min: A, max: A) -> Resu
 
 /// The gradients of `x` and `y` of a Paddle `elementwise_add`/`_sub`-style op with `axis`,
 /// given the gradient of its result: `grad` summed back to each operand's shape (trailing size-1
-/// dims of the lower-rank operand included).
+/// dims of the lower-rank operand included). An operand of the result's shape gets `grad`
+/// itself, borrowed (no copy).
 ///
 /// ```
 /// use ndarray::{Array, Array4};
@@ -141,14 +142,16 @@ pub fn clip<A: XlaOrd, D: Dimension>(x: &ArrayRef<A, D>, min: A, max: A) -> Resu
 /// let grad = Array4::<f32>::ones((2, 3, 4, 5));
 /// let (gx, gy) = unbroadcast_grads(&[2, 3, 4, 5], &[3, 1], 1, &grad).unwrap();
 /// assert_eq!(gx.shape(), &[2, 3, 4, 5]);
+/// assert!(gx.is_view()); // `grad` itself
 /// assert_eq!(gy, Array::from_elem(vec![3, 1], 40.0f32));
 /// ```
-pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
+#[allow(clippy::type_complexity)]
+pub fn unbroadcast_grads<'g, A: XlaElement, D: Dimension>(
     x_shape: &[usize],
     y_shape: &[usize],
     axis: isize,
-    grad: &ArrayRef<A, D>,
-) -> Result<(Array<A, IxDyn>, Array<A, IxDyn>)> {
+    grad: &'g ArrayRef<A, D>,
+) -> Result<(CowArray<'g, A, IxDyn>, CowArray<'g, A, IxDyn>)> {
     let op = "unbroadcast_grads";
     let plan = paddle_plan(op, x_shape, y_shape, axis)?;
     check_grad(op, &plan.out, grad.shape())?;
@@ -159,11 +162,13 @@ pub fn unbroadcast_grads<A: XlaElement, D: Dimension>(
         std::cmp::Ordering::Equal => (identity(x_shape.len()), identity(y_shape.len())),
     };
     // Reduce to the kept (trimmed) dims, then give back the trailing ones: a free reshape.
-    let sum = |shape: &[usize], keep: usize, dims: &[usize]| -> Result<Array<A, IxDyn>> {
-        let zero = A::xla_zero();
-        let g = reduce_fresh(op, grad, IxDyn(&shape[..keep]), dims, sum_fold(&zero))?;
-        Ok(g.into_shape_with_order(IxDyn(shape))
-            .unwrap_or_else(|_| unreachable!("only size-1 dims are added")))
+    let sum = |shape: &[usize], keep: usize, dims: &[usize]| {
+        borrowed_or_summed(grad, IxDyn(shape), |_| {
+            let zero = A::xla_zero();
+            let g = reduce_fresh(op, grad, IxDyn(&shape[..keep]), dims, sum_fold(&zero))?;
+            Ok(g.into_shape_with_order(IxDyn(shape))
+                .unwrap_or_else(|_| unreachable!("only size-1 dims are added")))
+        })
     };
     Ok((
         sum(x_shape, plan.x_keep, &x_dims)?,

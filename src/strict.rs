@@ -375,6 +375,39 @@ impl<'a, A, E> InDims<'a, A, E> {
     }
 }
 
+/// Implemented by no type: the bound that refuses an [`InDims`] operand combined with a
+/// scalar (`v.in_dims(&dims) * 2.0`), so that the compiler's message says what to write: an
+/// `InDims` borrows its array, so there is no array to scale in place. Scale the array first,
+/// `(&v * 2.0).in_dims(&dims)`, or scale the result.
+///
+/// ```
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![[1.0, 2.0], [3.0, 4.0]];
+/// let g = array![1.0, 10.0];
+/// let y = x.strict() * (&g * 2.0).in_dims(&[1]);
+/// assert_eq!(y, array![[2.0, 40.0], [6.0, 80.0]]);
+/// ```
+///
+/// ```compile_fail
+/// use ndarray::array;
+/// use xla_bcast::prelude::*;
+///
+/// let x = array![[1.0, 2.0], [3.0, 4.0]];
+/// let g = array![1.0, 10.0];
+/// let y = x.strict() * (g.in_dims(&[1]) * 2.0); // scale `g` first, as above
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "an `InDims` operand cannot be combined with a scalar: it borrows its array",
+    label = "scale the array before placing it",
+    note = "write `(&v * 2.0).in_dims(&dims)`, or apply the scalar to the result"
+)]
+pub trait ScaleBeforeInDims {
+    /// Never called: no type implements the trait.
+    fn refused<T>(self) -> T;
+}
+
 /// The `broadcast_dimensions` of a strict op whose operands are `lhs` and `rhs`: those of the
 /// side given with [`InDims`] (empty for two arrays), checked to belong to the lower-rank side.
 fn dims_of<'a, A, D: Dimension, E: Dimension>(
@@ -553,6 +586,7 @@ mod operand {
     impl<A, S: Data<Elem = A>, D> Lhs<A, D> for &ArrayBase<S, D> {}
     impl<A, D> Lhs<A, D> for &ArrayRef<A, D> {}
     impl<A, D> Lhs<A, D> for InDims<'_, A, D> {}
+    impl<A, D> Lhs<A, D> for &InDims<'_, A, D> {}
 
     /// How an operand of the operators reaches its array: an ndarray array or view, a strict
     /// one, or a reference to either.
@@ -603,6 +637,13 @@ mod operand {
     /// A right operand of a strict left side of elements `A` and dimension `D`: a scalar, or an
     /// array in any form, with the result's dimension. One impl of each operator covers them
     /// all; the scalar's impl and the arrays' do not overlap, as no array form is an element.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not a right operand of a strict operator on `{A}` elements",
+        label = "not a right operand of a strict array of `{A}`",
+        note = "a right operand is a scalar of the element type, an ndarray array or view (owned or \
+                borrowed), a strict array, or `v.in_dims(&dims)` (owned or borrowed), of the same \
+                element type"
+    )]
     pub trait Rhs<A, D>: Sized {
         /// The result's dimension.
         type Out;
@@ -702,6 +743,7 @@ mod operand {
         ['r, S: Data, E: Dimension,] &'r Strict<S, E>, S::Elem, E;
         [S: Data, E: Dimension,] Strict<S, E>, S::Elem, E;
         ['r, A, E: Dimension,] InDims<'r, A, E>, A, E;
+        ['r, 'q, A, E: Dimension,] &'q InDims<'r, A, E>, A, E;
     }
 }
 
@@ -779,6 +821,16 @@ macro_rules! binary_operator {
             }
         }
         each_in_dims_rhs!(binary_impl!($trait, $method, $op, $bound, $elem, ['l,] [InDims<'l, A, D>] [] []));
+        // `v.in_dims(&dims) <op> scalar`: refused with a message that says what to write.
+        impl<'l, A: $bound, D: Dimension> $trait<A> for InDims<'l, A, D>
+        where
+            Self: ScaleBeforeInDims,
+        {
+            type Output = StrictArray<A, D>;
+            fn $method(self, _: A) -> Self::Output {
+                self.refused()
+            }
+        }
     };
     (@plain $trait:ident, $method:ident, $op:expr, $bound:ident, $elem:ident, [$($lg:tt)*] [$($lhs:tt)*]) => {
         binary_impl!($trait, $method, $op, $bound, $elem, [$($lg)*] [$($lhs)*] [S,] [S: Data<Elem = A>,]

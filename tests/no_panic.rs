@@ -203,9 +203,8 @@ fn wrappers_and_adjoint() {
     refuses("reduce huge", || a.reduce_in_dim(&[HUGE], &[1]));
     let mut wrong = Array1::<f64>::zeros(5);
     refuses("reduce into", || a.reduce_in_dim_into(&[1], &mut wrong));
-    refuses("grads", || {
-        reduce::unbroadcast_grads(&[2, 3], &[3], &[1], &Array1::<f64>::ones(3))
-    });
+    let ones = Array1::<f64>::ones(3);
+    refuses("grads", || reduce::unbroadcast_grads(&[2, 3], &[3], &[1], &ones));
     refuses("numpy grads", || {
         numpy::unbroadcast_grads(&[2, 3], &[4], &a)
     });
@@ -326,8 +325,10 @@ fn unallocatable_results_are_errors() {
         col.reduce_in_dim_with(&[n, 1], &[0, 1], 0.0, f32::max)
             .map(|r| r.len())
     });
+    // (A gradient of an operand's own shape is borrowed, not allocated: the lhs sums instead.)
+    let wide = s.broadcast_in_dim(&[n, 2], &[]).unwrap();
     unallocatable("unbroadcast_grads", || {
-        reduce::unbroadcast_grads(&[n], &[], &[], &big).map(|r| r.0.len())
+        reduce::unbroadcast_grads(&[n, 1], &[2], &[1], &wide).map(|r| r.0.len())
     });
     unallocatable("numpy add", || numpy::add(&big, &one).map(|r| r.len()));
     unallocatable("numpy zip_with", || {
@@ -337,7 +338,7 @@ fn unallocatable_results_are_errors() {
         numpy::sum_to_shape(&col, &[n, 1]).map(|r| r.len())
     });
     unallocatable("numpy unbroadcast_grads", || {
-        numpy::unbroadcast_grads(&[n, 1], &[1], &col).map(|r| r.0.len())
+        numpy::unbroadcast_grads(&[n, 1], &[2], &wide).map(|r| r.0.len())
     });
     unallocatable("paddle add", || {
         paddle::elementwise_add(&col, &one, -1).map(|r| r.len())
@@ -346,7 +347,7 @@ fn unallocatable_results_are_errors() {
         paddle::elementwise(&col, &one, 1, |a: f32, b: f32| a + b).map(|r| r.len())
     });
     unallocatable("paddle unbroadcast_grads", || {
-        paddle::unbroadcast_grads(&[n, 1], &[1], -1, &col).map(|r| r.0.len())
+        paddle::unbroadcast_grads(&[n, 1], &[2], -1, &wide).map(|r| r.0.len())
     });
     unallocatable("to_buffer", || {
         layout::to_buffer(&col, &Layout::col_major(2)).map(|b| b.len())

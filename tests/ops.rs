@@ -997,3 +997,56 @@ fn zero_sized_results_of_large_walks() {
     units.zip_assign_bcast(&big, &[], |(), _| ()).unwrap();
     assert_eq!(units.len(), 6 << 20);
 }
+
+/// `select` takes no `broadcast_dimensions` (XLA's Select has none): a lower-rank operand's
+/// hint is a `broadcast_in_dim` with the dims that fit, which compiles and works.
+#[test]
+fn select_rank_hint_can_be_followed() {
+    let mask = Array2::from_shape_fn((4, 4), |(q, k)| k <= q);
+    let scores = Array::from_shape_fn((2, 3, 4, 4), |(b, h, q, k)| (b + h + q * k) as f32);
+    let low = arr0(f32::NEG_INFINITY);
+    let err = mask.select_bcast(&scores, &low).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "select: operands [4, 4] and [2, 3, 4, 4] have different ranks; select takes no \
+         broadcast_dimensions (XLA's Select broadcasts only rank-0 operands and size-1 dims), so \
+         place the lower-rank operand with broadcast_in_dim first, e.g. \
+         .broadcast_in_dim([2, 3, 4, 4], &[2, 3])"
+    );
+    let placed = mask.broadcast_in_dim([2, 3, 4, 4], &[2, 3]).unwrap();
+    let masked = placed.select_bcast(&scores, &low).unwrap();
+    assert_eq!(masked[[1, 2, 3, 0]], scores[[1, 2, 3, 0]]);
+    assert_eq!(masked[[1, 2, 0, 3]], f32::NEG_INFINITY);
+}
+
+/// A size misfit between ranks suggests the dims that fit, as the rank error does.
+#[test]
+fn size_misfit_suggests_the_dims_that_fit() {
+    let x = Array::<f32, _>::zeros((2, 5, 5, 8));
+    let gamma = Array1::<f32>::ones(8);
+    let err = x.add_bcast(&gamma, &[1]).unwrap_err().to_string();
+    assert!(
+        err.ends_with("lhs dim 1 has size 5 and rhs dim 0 has size 8; matched sizes must be equal or one of them 1; [3] fits these shapes"),
+        "{err}"
+    );
+    assert!(x.add_bcast(&gamma, &[3]).is_ok());
+    let err = x.add_bcast(&Array1::<f32>::ones(5), &[0]).unwrap_err().to_string();
+    assert!(err.ends_with("; [1] or [2] fit these shapes"), "{err}");
+    let err = x.add_bcast(&Array1::<f32>::ones(7), &[0]).unwrap_err().to_string();
+    assert!(err.ends_with("; no strictly increasing dims fit these shapes"), "{err}");
+    // Equal ranks match dim to dim: nothing to suggest.
+    let err = x.add_bcast(&Array::<f32, _>::zeros((2, 5, 5, 7)), &[]).unwrap_err().to_string();
+    assert!(err.ends_with("one of them 1"), "{err}");
+}
+
+/// Explicit dims are checked against sizes only: where two dims have the same size, both are
+/// accepted, and only one means "per row" (the docs' example).
+#[test]
+fn coinciding_sizes_are_accepted_either_way() {
+    let scores = Array3::from_shape_fn((1, 3, 3), |(_, q, k)| (q * 3 + k) as f32);
+    let row_max = array![[2.0f32, 5.0, 8.0]];
+    let per_query = scores.sub_bcast(&row_max, &[0, 1]).unwrap();
+    let per_key = scores.sub_bcast(&row_max, &[0, 2]).unwrap();
+    assert_eq!(per_query.slice(s![0, .., 2]), array![0.0, 0.0, 0.0]);
+    assert_ne!(per_query, per_key);
+}

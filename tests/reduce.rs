@@ -111,22 +111,47 @@ fn large_reductions_match_naive_and_are_thread_independent() {
     }
 }
 
-/// A serial sum down the rows adds each column's elements in index order, one rounding per
-/// add, whatever number of rows it takes per pass: the same bits as a plain loop.
+/// A sum down the rows adds each column's elements in index order up to 16 rows, one rounding
+/// per add; past that, groups of 16 rows in order, the groups' sums pairwise (the earlier on
+/// the left): the error grows with the log of the rows, not the rows. The same bits on any
+/// number of threads.
 #[test]
-fn serial_column_sums_add_in_index_order() {
-    for rows in [1, 3, 4, 5, 8, 37] {
+fn column_sums_add_pairwise_over_groups_of_rows() {
+    // A binary counter's tree: perfect trees of the powers of two that make up the count,
+    // largest first, added left to right.
+    fn tree(sums: &[f32]) -> f32 {
+        match sums.len() {
+            1 => sums[0],
+            n => tree(&sums[..n / 2]) + tree(&sums[n / 2..]),
+        }
+    }
+    fn pairwise(mut sums: &[f32]) -> f32 {
+        let mut acc: Option<f32> = None;
+        while !sums.is_empty() {
+            let k = 1 << sums.len().ilog2();
+            let t = tree(&sums[..k]);
+            acc = Some(acc.map_or(t, |a| a + t));
+            sums = &sums[k..];
+        }
+        acc.unwrap()
+    }
+    for rows in [1, 3, 4, 5, 8, 16, 17, 37, 100] {
         let y = Array::from_shape_fn((rows, 23), |(i, j)| {
             ((i * 31 + j * 17) % 101) as f32 * 0.013 - 0.4
         });
         let got = y.reduce_in_dim(&[1, 23], &[0, 1]).unwrap();
+        let two = with_parallelism(Parallelism::Threads(2), || y.reduce_in_dim(&[1, 23], &[0, 1]).unwrap());
+        assert_eq!(got, two);
         for j in 0..23 {
-            let want = y.column(j).iter().fold(0.0f32, |acc, &v| acc + v);
-            assert_eq!(
-                got[[0, j]].to_bits(),
-                want.to_bits(),
-                "{rows} rows, column {j}"
-            );
+            let col: Vec<f32> = y.column(j).to_vec();
+            let want = match rows > 16 {
+                false => col.iter().fold(0.0f32, |acc, &v| acc + v),
+                true => {
+                    let groups: Vec<f32> = col.chunks(16).map(|g| g.iter().fold(0.0f32, |a, &v| a + v)).collect();
+                    0.0 + pairwise(&groups)
+                }
+            };
+            assert_eq!(got[[0, j]].to_bits(), want.to_bits(), "{rows} rows, column {j}");
         }
     }
 }
@@ -292,8 +317,8 @@ fn shapes_as_ndarray_takes_them() {
     use ndarray::{Array1, Array2, ArrayD, IxDyn};
     let z = Array2::from_shape_fn((4, 5), |(i, j)| (i * 5 + j) as f64);
     let b = Array1::from_shape_fn(5, |j| j as f64);
-    let (gl, gb): (Array2<f64>, Array1<f64>) =
-        unbroadcast_grads(z.raw_dim(), b.raw_dim(), &[1], &z).unwrap();
+    let (gl, gb) = unbroadcast_grads(z.raw_dim(), b.raw_dim(), &[1], &z).unwrap();
+    let (gl, gb): (Array2<f64>, Array1<f64>) = (gl.into_owned(), gb.into_owned());
     assert_eq!(gl, z);
     assert_eq!(gb, array![30.0, 34.0, 38.0, 42.0, 46.0]);
     let cols: Array1<f64> = z.reduce_in_dim(5, &[1]).unwrap();
@@ -349,4 +374,124 @@ fn adjoint_errors_say_what_the_dims_mean() {
     let x = p.parameter::<f32>(&[4, 5]);
     let perr = p.reduce_in_dim(x, &[5], &[0]).unwrap_err().to_string();
     assert_eq!(perr, z.reduce_in_dim(5, &[0]).unwrap_err().to_string());
+}
+
+/// `argmin_in_dims` / `argmax_in_dims` by the definition: for each kept index, the first
+/// position (row-major over the other dims) of the extreme, NaN counting as the extreme.
+fn naive_arg(x: &ArrayD<f32>, kept: &[usize], max: bool) -> ArrayD<usize> {
+    let out_shape: Vec<usize> = kept.iter().map(|&d| x.shape()[d]).collect();
+    let other: Vec<usize> = (0..x.ndim()).filter(|d| !kept.contains(d)).collect();
+    let mut best: ArrayD<Option<(f32, usize)>> = ArrayD::from_elem(IxDyn(&out_shape), None);
+    let mut pos: ArrayD<usize> = ArrayD::zeros(IxDyn(&out_shape));
+    for (idx, &v) in x.indexed_iter() {
+        let at: Vec<usize> = kept.iter().map(|&d| idx[d]).collect();
+        let flat = other.iter().fold(0, |f, &d| f * x.shape()[d] + idx[d]);
+        let seen = &mut pos[at.as_slice()];
+        *seen += 1;
+        let b = &mut best[at.as_slice()];
+        let better = match *b {
+            None => true,
+            Some((w, _)) if w.is_nan() => false,
+            Some(_) if v.is_nan() => true,
+            Some((w, _)) => (max && v > w) || (!max && v < w),
+        };
+        if better {
+            *b = Some((v, flat));
+        }
+    }
+    best.mapv(|b| b.map_or(0, |(_, i)| i))
+}
+
+/// Every kept-dims choice of rank-3 arrays in several layouts (standard, transposed, reversed
+/// and sliced), with ties, signed zeros and NaNs: the definition's indices, on one thread and
+/// on two alike.
+#[test]
+fn argmin_and_argmax_are_the_first_extreme() {
+    let mut seed = 11u64;
+    let mut next = move || {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    let values = [1.0, -1.0, 0.0, -0.0, 2.5, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1.0];
+    let kepts: [&[usize]; 8] = [&[], &[0], &[1], &[2], &[0, 1], &[2, 0], &[1, 2], &[0, 1, 2]];
+    for round in 0..24 {
+        let shape = [1 + next() % 5, 1 + next() % 6, 1 + next() % 40];
+        let nan_free = round % 3 == 0;
+        let base = ArrayD::from_shape_fn(IxDyn(&shape), |_| {
+            let v = values[next() % values.len()];
+            if nan_free && v.is_nan() { 3.0 } else { v }
+        });
+        let views = [
+            base.view(),
+            base.view().reversed_axes(),
+            base.slice_each_axis(|ax| ndarray::Slice::new(0, None, if ax.axis.index() == 2 { -1 } else { 1 })),
+        ];
+        for x in views {
+            let owned = x.to_owned();
+            for kept in kepts {
+                for max in [false, true] {
+                    let want = naive_arg(&owned, kept, max);
+                    let run = || match max {
+                        true => x.argmax_in_dims(kept).unwrap(),
+                        false => x.argmin_in_dims(kept).unwrap(),
+                    };
+                    assert_eq!(run(), want, "{kept:?} max={max} over {owned:?}");
+                    let two = with_parallelism(Parallelism::Threads(2), run);
+                    assert_eq!(two, want);
+                }
+            }
+        }
+    }
+    // A large one splits over threads, by rows and by columns.
+    let x = ndarray::Array2::from_shape_fn((3000, 257), |(i, j)| ((i * 31 + j * 17) % 1009) as f32);
+    for kept in [[0], [1]] {
+        let want = naive_arg(&x.clone().into_dyn(), &kept, false);
+        let serial = with_parallelism(Parallelism::Serial, || x.argmin_in_dims(kept).unwrap());
+        let two = with_parallelism(Parallelism::Threads(2), || x.argmin_in_dims(kept).unwrap());
+        assert_eq!((serial.clone().into_dyn(), two.into_dyn()), (want.clone(), want));
+    }
+}
+
+#[test]
+fn argmin_errors_name_the_dims() {
+    let x = array![[1, 2], [3, 4]];
+    let msg = |e: BroadcastError| e.to_string();
+    assert_eq!(
+        msg(x.argmin_in_dims([2]).unwrap_err()),
+        "argmin: operand [2, 2] to shape [2, 2] with broadcast_dimensions [2]: kept dim 2 is out of range for rank 2"
+    );
+    assert!(msg(x.argmax_in_dims([1, 1]).unwrap_err()).ends_with("kept dim 1 repeats"));
+    let empty = Array::<f32, _>::zeros((3, 0));
+    assert!(msg(empty.argmin_in_dims([0]).unwrap_err())
+        .ends_with("the dims [1] it reduces hold no element, which have no index"));
+    // Nothing to index: an empty result, no error.
+    assert_eq!(empty.argmin_in_dims([1]).unwrap().len(), 0);
+}
+
+/// An operand of the result's shape gets the gradient itself, borrowed: no copy, in all three
+/// rules.
+#[test]
+fn unbroadcast_grads_borrow_a_gradient_that_fits() {
+    let grad = ArrayD::from_shape_fn(IxDyn(&[2, 3]), |i| (i[0] * 3 + i[1]) as f32);
+    let (gl, gr) = reduce::unbroadcast_grads(&[2, 3], &[3], &[1], &grad).unwrap();
+    assert!(gl.is_view() && gl.as_ptr() == grad.as_ptr());
+    assert!(!gr.is_view());
+    let (ga, gb) = numpy::unbroadcast_grads(&[3], &[2, 3], &grad).unwrap();
+    assert!(!ga.is_view() && gb.is_view() && gb.as_ptr() == grad.as_ptr());
+    let (gx, gy) = paddle::unbroadcast_grads(&[2, 3], &[2], 0, &grad).unwrap();
+    assert!(gx.is_view() && !gy.is_view());
+    assert_eq!(gy, array![3.0, 12.0].into_dyn());
+}
+
+/// `reduce_in_dim_with` with XLA's max keeps a NaN, as `max_bcast` and the programs do; std's
+/// `f32::max` drops it (the docs say to use `xla_max`).
+#[test]
+fn xla_max_fold_keeps_nan() {
+    let x = array![[1.0f32, f32::NAN, 3.0]];
+    let xla = x.reduce_in_dim_with([1], &[0], f32::xla_lowest(), f32::xla_max).unwrap();
+    assert!(xla[0].is_nan());
+    let bcast = x.max_bcast(&array![0.0f32], &[0]).unwrap();
+    assert!(bcast[[0, 1]].is_nan());
+    let std_max = x.reduce_in_dim_with([1], &[0], f32::NEG_INFINITY, f32::max).unwrap();
+    assert_eq!(std_max[0], 3.0);
 }

@@ -1059,3 +1059,84 @@ fn transposed_inputs_match_elementwise() {
     #[cfg(feature = "complex")]
     case::<num_complex::Complex<f32>>(|i| num_complex::Complex::new(i as f32 * 0.5, -(i as f32)));
 }
+
+/// `argmin`, `argmax`, `iota` and array constants in executables: `Program::run`'s results.
+#[test]
+fn arg_reductions_iotas_and_constants_match_run() {
+    let mut rng = Rng(0x0bad_cafe_f00d_d00d);
+    let mut p = Program::new("new ops");
+    let x = p.parameter::<f32>(&[6, 50]);
+    let c = p.constant_array(&ndarray::Array2::from_shape_fn((6, 50), |(i, j)| (i * j % 7) as f32));
+    let y = p.sub(x, c, &[]).unwrap();
+    let e = p.exp(y).unwrap();
+    let i = p.argmax::<i32>(e, 1).unwrap();
+    let j = p.argmin::<i32>(y, 0).unwrap();
+    let cols = p.iota::<f32>(&[6, 50], 1).unwrap();
+    let z = p.mul(e, cols, &[]).unwrap();
+    for v in [i, j, z] {
+        p.output(v).unwrap();
+    }
+    let mut input = tensor(&mut rng, &[6, 50], false);
+    if let Tensor::F32(a) = &mut input {
+        a[[2, 7]] = f32::NAN;
+        a[[4, 0]] = a[[4, 1]]; // ties
+    }
+    let want = p.run(std::slice::from_ref(&input)).unwrap();
+    let got = p.compile().unwrap().run(std::slice::from_ref(&input)).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!(bits(g) == bits(w));
+    }
+    let idx: ndarray::Array1<i32> = want[0].clone().into_array().unwrap();
+    assert_eq!(idx[2], 7, "the NaN is the maximum");
+}
+
+/// `run_into` and `run_views_into` write into the caller's own arrays and views of any
+/// dimension type: a fixed-rank `Array4`, a transposed view, an output a later stage reads.
+#[test]
+fn outputs_go_into_the_callers_views() {
+    use ndarray::{Array1, Array2, Array4};
+    use xla_bcast::stablehlo::{TensorView, TensorViewMut};
+    let mut rng = Rng(0x5eed_0001);
+    let p = batch_norm_of(&[2, 3, 4, 5]);
+    let inputs = [
+        tensor(&mut rng, &[2, 3, 4, 5], false),
+        tensor(&mut rng, &[5], false),
+        tensor(&mut rng, &[5], false),
+    ];
+    let want = p.run(&inputs).unwrap();
+    let exe = p.compile().unwrap();
+    let mut y = Array4::<f32>::zeros((2, 3, 4, 5));
+    exe.run_into(&inputs, &mut [TensorViewMut::from(&mut y)]).unwrap();
+    assert!(bits(&Tensor::from(y.clone())) == bits(&want[0]));
+    // A transposed view of the caller's, and an output that a later stage reads.
+    let mut q = Program::new("dense backward");
+    let (m, n) = (40, 30);
+    let dy = q.parameter::<f32>(&[m, n]);
+    let z = q.parameter::<f32>(&[m, n]);
+    let zero = q.constant(0.0f32);
+    let pos = q.gt(z, zero, &[]).unwrap();
+    let dz = q.select(pos, dy, zero).unwrap();
+    let db = q.reduce_sum(dz, &[0]).unwrap();
+    q.output(dz).unwrap();
+    q.output(db).unwrap();
+    let (a, b) = (tensor(&mut rng, &[m, n], false), tensor(&mut rng, &[m, n], false));
+    let want = q.run(&[a.clone(), b.clone()]).unwrap();
+    let exe = q.compile().unwrap();
+    let mut dz_t = Array2::<f32>::zeros((n, m));
+    let mut db_out = Array1::<f32>::zeros(n);
+    let views = [TensorView::from(&a), TensorView::from(&b)];
+    let into = [TensorViewMut::from(dz_t.view_mut().reversed_axes()), TensorViewMut::from(&mut db_out)];
+    exe.run_views_into(&views, &mut { into }).unwrap();
+    assert!(bits(&Tensor::from(dz_t.t().to_owned())) == bits(&want[0]));
+    assert!(bits(&Tensor::from(db_out.clone())) == bits(&want[1]));
+    let mut dz = Array2::<f32>::zeros((m, n)); // laid out as `run` lays it out: lent
+    exe.run_into(&[a.clone(), b.clone()], &mut [TensorViewMut::from(&mut dz), TensorViewMut::from(&mut db_out)]).unwrap();
+    assert!(bits(&Tensor::from(dz)) == bits(&want[0]));
+    assert!(bits(&Tensor::from(db_out)) == bits(&want[1]));
+    // The wrong rank is an error that names the output.
+    let mut wrong = Array1::<f32>::zeros(m * n);
+    let err = exe
+        .run_views_into(&views, &mut [TensorViewMut::from(&mut wrong), TensorViewMut::from(&mut Array1::<f32>::zeros(n))])
+        .unwrap_err();
+    assert!(err.to_string().contains("output 0"), "{err}");
+}

@@ -685,6 +685,61 @@ where
     }
 }
 
+/// `argmin` and `argmax` over each axis of `[5, 4, 3]` inputs (NaNs, signed zeros and ties
+/// among them), into indices of three integer types; and array constants of the type.
+fn arg_reductions_of<T: Sample>(rng: &mut Rng, corpus: &mut Vec<Json>)
+where
+    Tensor: From<ArrayD<T>>,
+{
+    let ty = T::TYPE.name;
+    for axis in 0..3 {
+        for max in [false, true] {
+            let mut p = Program::new("arg");
+            let x = p.parameter::<T>(&[5, 4, 3]);
+            let (a, b) = match max {
+                false => (p.argmin::<i32>(x, axis), p.argmin::<u8>(x, axis)),
+                true => (p.argmax::<i64>(x, axis), p.argmax::<u8>(x, axis)),
+            };
+            p.output(a.unwrap()).unwrap();
+            p.output(b.unwrap()).unwrap();
+            let name = if max { "argmax" } else { "argmin" };
+            case(format!("{name}[{axis}]/{ty}"), &p, vec![random::<T>(rng, &[5, 4, 3])], corpus);
+        }
+    }
+    let mut p = Program::new("constants");
+    let c = ArrayD::<T>::from_shape_fn(IxDyn(&[2, 3]), |_| T::sample(rng));
+    let splat = ArrayD::<T>::from_elem(IxDyn(&[3]), T::sample(rng));
+    let (c, splat) = (p.constant_array(&c), p.constant_array(&splat));
+    p.output(c).unwrap();
+    p.output(splat).unwrap();
+    case(format!("constant_array/{ty}"), &p, vec![], corpus);
+}
+
+/// `iota` of several types along each dim, and a causal mask built from two.
+fn iotas(corpus: &mut Vec<Json>) {
+    let mut p = Program::new("iota");
+    for dim in 0..3 {
+        let a = p.iota::<f32>(&[3, 4, 2], dim).unwrap();
+        let b = p.iota::<u16>(&[3, 4, 2], dim).unwrap();
+        let c = p.iota::<i64>(&[3, 4, 2], dim).unwrap();
+        for v in [a, b, c] {
+            p.output(v).unwrap();
+        }
+    }
+    case("iota".to_string(), &p, vec![], corpus);
+    let mut p = Program::new("causal");
+    let x = p.parameter::<f32>(&[2, 5, 5]);
+    let (q, k) = (p.iota::<i32>(&[5, 5], 0).unwrap(), p.iota::<i32>(&[5, 5], 1).unwrap());
+    let keep = p.le(k, q, &[]).unwrap();
+    let keep = p.broadcast_in_dim(keep, &[2, 5, 5], &[1, 2]).unwrap();
+    let low = p.constant(f32::NEG_INFINITY);
+    let low = p.broadcast_in_dim(low, &[2, 5, 5], &[]).unwrap();
+    let masked = p.select(keep, x, low).unwrap();
+    p.output(masked).unwrap();
+    let mut rng = Rng(0x510e_527f_ade6_82d1);
+    case("causal mask".to_string(), &p, vec![random::<f32>(&mut rng, &[2, 5, 5])], corpus);
+}
+
 /// Random chains of ops with random broadcasting: degenerate dims, rank-0 and lower-rank
 /// operands with `broadcast_dimensions`.
 fn random_programs<T: Sample>(rng: &mut Rng, count: usize, corpus: &mut Vec<Json>)
@@ -875,6 +930,21 @@ fn export_corpus() {
     }
     #[cfg(feature = "complex")]
     complex_ops_of(&mut Rng(0x6a09_e667_f3bc_c909), &mut corpus);
+    // Streams of their own, so that the cases above keep their inputs.
+    let mut arg_rng = Rng(0x9b05_688c_2b3e_6c1f);
+    arg_reductions_of::<bool>(&mut arg_rng, &mut corpus);
+    arg_reductions_of::<i8>(&mut arg_rng, &mut corpus);
+    arg_reductions_of::<i32>(&mut arg_rng, &mut corpus);
+    arg_reductions_of::<u16>(&mut arg_rng, &mut corpus);
+    arg_reductions_of::<u64>(&mut arg_rng, &mut corpus);
+    arg_reductions_of::<f32>(&mut arg_rng, &mut corpus);
+    arg_reductions_of::<f64>(&mut arg_rng, &mut corpus);
+    #[cfg(feature = "half")]
+    {
+        arg_reductions_of::<half::f16>(&mut arg_rng, &mut corpus);
+        arg_reductions_of::<half::bf16>(&mut arg_rng, &mut corpus);
+    }
+    iotas(&mut corpus);
     let mut math_rng = Rng(0x1405_7b7e_f767_814f);
     fn vec(xs: Vec<f64>) -> ArrayD<f64> {
         ArrayD::from_shape_vec(IxDyn(&[xs.len()]), xs).unwrap()

@@ -486,3 +486,20 @@ fn in_dims_errors_panic_with_the_rules_message() {
     });
     assert_eq!(m, x.add_bcast(&v, &[1]).unwrap_err().to_string());
 }
+
+/// An `InDims` operand borrowed (`&v.in_dims(..)`) works as one by value; scaled, it is the
+/// array that is scaled first.
+#[test]
+fn in_dims_borrowed_and_scaled() {
+    let x = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+    let g = array![1.0, 10.0, 100.0];
+    let placed = g.in_dims(&[1]);
+    let by_ref = x.strict() * &placed;
+    let by_value = x.strict() * placed;
+    assert_eq!(by_ref, by_value);
+    let mut y = x.clone().into_strict();
+    y += &placed;
+    assert_eq!(y, array![[2.0, 12.0, 103.0], [5.0, 15.0, 106.0]]);
+    let scaled = x.strict() * (&g * 2.0).in_dims(&[1]);
+    assert_eq!(scaled, &by_ref * 2.0);
+}

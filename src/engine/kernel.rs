@@ -10,6 +10,8 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::slice;
 
+use smallvec::SmallVec;
+
 use super::operand::{Operand, Src};
 
 /// One elementwise operation over `N` operands as the engine walks it: its inputs (operands
@@ -605,7 +607,7 @@ impl<'a, A, F> Fold<'a, A, F> {
 /// `o[i * s[0]] = f(o[i * s[0]], b[i * s[1]])` for `n` elements, as [`update_row`], but a run
 /// folding a contiguous `b` into one element (`s == [0, 1]`) keeps [`LANES`] partial results
 /// started at `identity`, taken as `order` allows, and combines them in a fixed order at the
-/// end.
+/// end: in any order, pairwise ([`pairwise_lanes`]); in index order, lane `k` the `k`-th chunk.
 ///
 /// # Safety
 /// As [`update_row`].
@@ -626,43 +628,30 @@ unsafe fn fold_row<A: Clone>(
         }
         let b = slice::from_raw_parts(b, n);
         let m = n / LANES;
-        // Lane `k`'s elements: every `LANES`-th from `k` (any order), or the `k`-th chunk.
-        let lane = |k: usize, i: usize| match fold.order {
-            FoldOrder::Any => &b[i * LANES + k],
-            FoldOrder::Index => &b[k * m + i],
-        };
-        let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
-        match fold.order {
+        let (lanes, tail) = match fold.order {
             FoldOrder::Any => {
-                for chunk in b.chunks_exact(LANES) {
-                    for (l, x) in lanes.iter_mut().zip(chunk) {
-                        *l = (fold.lanes)(l.clone(), x.clone());
-                    }
+                // Where a lane ends NaN, all again with `f` itself: its bits are then `f`'s.
+                let fast = pairwise_lanes(b, identity, fold.lanes);
+                match fast.iter().any(|l| (fold.nan)(l)) {
+                    true => (pairwise_lanes(b, identity, f), &[][..]),
+                    false => (fast, &[][..]),
                 }
             }
             FoldOrder::Index => {
                 let chunks: [&[A]; LANES] = std::array::from_fn(|k| &b[k * m..(k + 1) * m]);
+                let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
                 for i in 0..m {
                     for (l, chunk) in lanes.iter_mut().zip(&chunks) {
                         *l = (fold.lanes)(l.clone(), chunk[i].clone());
                     }
                 }
-            }
-        }
-        for (k, l) in lanes.iter_mut().enumerate() {
-            if (fold.nan)(l) {
-                *l = (0..m).fold(identity.clone(), |acc, i| f(acc, lane(k, i).clone()));
-            }
-        }
-        let tail = &b[LANES * m..];
-        let tail = match fold.order {
-            FoldOrder::Any => {
-                for (l, x) in lanes.iter_mut().zip(tail) {
-                    *l = f(l.clone(), x.clone());
+                for (l, chunk) in lanes.iter_mut().zip(&chunks) {
+                    if (fold.nan)(l) {
+                        *l = chunk.iter().fold(identity.clone(), |acc, x| f(acc, x.clone()));
+                    }
                 }
-                &[][..]
+                (lanes, &b[LANES * m..])
             }
-            FoldOrder::Index => tail,
         };
         let o = &mut *o;
         let mut acc = o.clone();
@@ -676,14 +665,102 @@ unsafe fn fold_row<A: Clone>(
     }
 }
 
-/// [`fold_row`] over each run of a block (operand 0 the accumulator, 1 the source); with `ROWS`,
-/// a repeated accumulator run (a sum to `(1, N)`) folds four source rows per pass in row order
-/// (the same bits; 1.3-1.7x faster at 4096², `docs/experiments.md`).
+/// Elements of a run that [`pairwise_lanes`] folds into its lanes before they join the
+/// pairwise tree: 16 per lane.
+const BLOCK: usize = LANES * 16;
+
+/// `b` folded with `op` (commutative) into [`LANES`] lanes, pairwise: each block of [`BLOCK`]
+/// elements in lanes from `identity` (element `i` into lane `i % LANES`), the blocks' lanes then
+/// combined as a balanced tree ([`Pairwise`]), so that a float sum's error grows with the log of
+/// the length, not the length (16 additions per lane, then one per level).
+#[inline(always)]
+fn pairwise_lanes<A: Clone>(b: &[A], identity: &A, op: &impl Fn(A, A) -> A) -> [A; LANES] {
+    let mut tree = Pairwise::default();
+    let merge = |p: &mut [A; LANES], q: &[A; LANES]| {
+        for (x, y) in p.iter_mut().zip(q) {
+            *x = op(x.clone(), y.clone());
+        }
+    };
+    for block in b.chunks(BLOCK) {
+        let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
+        let chunks = block.chunks_exact(LANES);
+        let tail = chunks.remainder();
+        for chunk in chunks {
+            for (l, x) in lanes.iter_mut().zip(chunk) {
+                *l = op(l.clone(), x.clone());
+            }
+        }
+        for (l, x) in lanes.iter_mut().zip(tail) {
+            *l = op(l.clone(), x.clone());
+        }
+        tree.push(lanes, &merge);
+    }
+    tree.finish(&merge).unwrap_or_else(|| std::array::from_fn(|_| identity.clone()))
+}
+
+/// Partial results combined pairwise as they come, a binary counter: `levels[k]` holds the
+/// combination of `2^k` consecutive partials, and a push merges equal levels (the earlier on
+/// the left, so the order of the partials is kept). `finish` gives a tree of depth `log2` of
+/// the count: the error of a float sum grows with that depth. The partials a merge consumed
+/// are kept for reuse ([`Pairwise::spare`]).
+struct Pairwise<T> {
+    levels: SmallVec<[Option<T>; 8]>,
+    spare: SmallVec<[T; 2]>,
+}
+
+impl<T> Default for Pairwise<T> {
+    fn default() -> Self {
+        Pairwise {
+            levels: SmallVec::new(),
+            spare: SmallVec::new(),
+        }
+    }
+}
+
+impl<T> Pairwise<T> {
+    #[inline(always)]
+    fn push(&mut self, mut t: T, merge: &impl Fn(&mut T, &T)) {
+        for slot in self.levels.iter_mut() {
+            match slot.take() {
+                Some(mut earlier) => {
+                    merge(&mut earlier, &t);
+                    self.spare.push(std::mem::replace(&mut t, earlier));
+                }
+                None => return *slot = Some(t),
+            }
+        }
+        self.levels.push(Some(t));
+    }
+
+    /// A partial that a merge consumed, to be filled again.
+    fn spare(&mut self) -> Option<T> {
+        self.spare.pop()
+    }
+
+    /// The combination of every partial pushed (`None` for none), earliest on the left.
+    #[inline(always)]
+    fn finish(self, merge: &impl Fn(&mut T, &T)) -> Option<T> {
+        let mut acc: Option<T> = None;
+        for t in self.levels.into_iter().rev().flatten() {
+            match &mut acc {
+                Some(a) => merge(a, &t),
+                None => acc = Some(t),
+            }
+        }
+        acc
+    }
+}
+
+/// Rows of a block that all fold into one accumulator run (`step[0] == 0`: a fold over leading
+/// dims), pairwise: in tiles of [`TILE`] columns, each group of [`LEAF`] rows folded in row
+/// order into a partial run from the identity, the partials combined as a balanced tree
+/// ([`Pairwise`]), the total into the accumulator. An accumulator of one element (`s[0] == 0`)
+/// takes each row's [`fold_row`] as a partial instead.
 ///
 /// # Safety
-/// As [`fold_row`] for each run; the accumulator runs are this thread's alone.
+/// As [`fold_block`].
 #[inline(always)]
-pub(crate) unsafe fn fold_block<A: Clone, const ROWS: bool>(
+unsafe fn fold_rows_pairwise<A: Clone>(
     o: *mut A,
     b: *const A,
     Block {
@@ -694,26 +771,85 @@ pub(crate) unsafe fn fold_block<A: Clone, const ROWS: bool>(
     }: Block<2>,
     fold: &Fold<'_, A, impl Fn(A, A) -> A, impl Fn(A, A) -> A>,
 ) {
+    let (f, identity) = (fold.f, fold.identity);
+    // SAFETY: as the caller promised: row `r`'s `n` elements from `b + r * step[1]`, `s[1]`
+    // apart, and the accumulator run's `n` elements, `s[0]` apart, this thread's alone.
+    unsafe {
+        if s[0] == 0 {
+            let mut tree = Pairwise::default();
+            for r in 0..rows as isize {
+                let mut t = identity.clone();
+                fold_row(&mut t, b.offset(r * step[1]), n, s, fold);
+                tree.push(t, &|a: &mut A, t: &A| *a = f(a.clone(), t.clone()));
+            }
+            if let Some(t) = tree.finish(&|a: &mut A, t: &A| *a = f(a.clone(), t.clone())) {
+                *o = f((*o).clone(), t);
+            }
+            return;
+        }
+        let merge = |p: &mut Vec<A>, q: &Vec<A>| {
+            for (x, y) in p.iter_mut().zip(q) {
+                *x = f(x.clone(), y.clone());
+            }
+        };
+        for c0 in (0..n).step_by(TILE) {
+            let w = TILE.min(n - c0);
+            let mut tree = Pairwise::default();
+            for r0 in (0..rows).step_by(LEAF) {
+                let mut part: Vec<A> = tree.spare().unwrap_or_default();
+                part.clear();
+                part.resize(w, identity.clone());
+                for r in r0..(r0 + LEAF).min(rows) {
+                    let row = b.offset(r as isize * step[1] + c0 as isize * s[1]);
+                    match s[1] {
+                        1 => {
+                            for (p, x) in part.iter_mut().zip(slice::from_raw_parts(row, w)) {
+                                *p = f(p.clone(), x.clone());
+                            }
+                        }
+                        sb => {
+                            for (i, p) in part.iter_mut().enumerate() {
+                                *p = f(p.clone(), (*row.offset(i as isize * sb)).clone());
+                            }
+                        }
+                    }
+                }
+                tree.push(part, &merge);
+            }
+            for (i, t) in tree.finish(&merge).into_iter().flatten().enumerate() {
+                let o = &mut *o.offset((c0 + i) as isize * s[0]);
+                *o = f(o.clone(), t);
+            }
+        }
+    }
+}
+
+/// Rows of a leaf of [`fold_rows_pairwise`], folded in order before the tree.
+const LEAF: usize = 16;
+/// Columns of a tile of [`fold_rows_pairwise`]: a partial run of 4-8 KiB.
+const TILE: usize = 1024;
+
+/// [`fold_row`] over each run of a block (operand 0 the accumulator, 1 the source); in any
+/// order, rows that all fold into one accumulator run (a fold over leading dims) pairwise
+/// ([`fold_rows_pairwise`]).
+///
+/// # Safety
+/// As [`fold_row`] for each run; the accumulator runs are this thread's alone.
+#[inline(always)]
+pub(crate) unsafe fn fold_block<A: Clone>(
+    o: *mut A,
+    b: *const A,
+    blk: Block<2>,
+    fold: &Fold<'_, A, impl Fn(A, A) -> A, impl Fn(A, A) -> A>,
+) {
     // SAFETY: every run is `n` elements of its operand, as the caller promised; the one
     // accumulator run (step 0) is this thread's and not part of the source.
     unsafe {
-        let mut r = 0;
-        if ROWS && step[0] == 0 && s == [1, 1] {
-            let (acc, f) = (slice::from_raw_parts_mut(o, n), fold.f);
-            while r + 4 <= rows {
-                let x: [&[A]; 4] = std::array::from_fn(|k| {
-                    slice::from_raw_parts(b.offset((r + k) as isize * step[1]), n)
-                });
-                for (i, o) in acc.iter_mut().enumerate() {
-                    let two = f(f(o.clone(), x[0][i].clone()), x[1][i].clone());
-                    *o = f(f(two, x[2][i].clone()), x[3][i].clone());
-                }
-                r += 4;
-            }
+        if blk.step[0] == 0 && blk.rows > LEAF && fold.order == FoldOrder::Any {
+            return fold_rows_pairwise(o, b, blk, fold);
         }
-        for r in r..rows {
-            let r = r as isize;
-            fold_row(o.offset(r * step[0]), b.offset(r * step[1]), n, s, fold);
+        for r in 0..blk.rows as isize {
+            fold_row(o.offset(r * blk.step[0]), b.offset(r * blk.step[1]), blk.n, blk.inner, fold);
         }
     }
 }

@@ -102,7 +102,7 @@ where
         // SAFETY: as the caller promised.
         unsafe {
             let fold = &*ctx.cast::<Fold<'_, A, F, G>>();
-            kernel::fold_block::<A, true>(acc.cast::<A>(), src.cast::<A>(), blk, fold)
+            kernel::fold_block(acc.cast::<A>(), src.cast::<A>(), blk, fold)
         }
     }
     let folder = Folder {
@@ -176,7 +176,7 @@ pub(crate) unsafe fn table_fold<A: Clone, F: TableFold<A>>(
         nan: F::nan,
     };
     // SAFETY: as the caller promised.
-    unsafe { kernel::fold_block::<A, false>(acc.cast::<A>(), src.cast::<A>(), blk, &fold) }
+    unsafe { kernel::fold_block(acc.cast::<A>(), src.cast::<A>(), blk, &fold) }
 }
 
 /// The loop of the table fold `F` over `A`s element by element ([`kernel::fold_plain`]): for

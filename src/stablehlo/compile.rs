@@ -18,7 +18,10 @@
 use std::sync::Mutex;
 
 use super::eval::{eval, kernel, mismatch, placements, Placements};
-use super::{ElementType, Held, Op, Program, Reduction, Tensor, TensorView, Unwritten, Value};
+use super::{
+    ElementType, Held, Op, OutputArray, Program, Tensor, TensorView, TensorViewMut,
+    Unwritten, Value,
+};
 use crate::engine::rows::{self, RowStep, MAX_OPERANDS};
 use crate::engine::table::Kernel;
 use crate::engine::Operand;
@@ -180,30 +183,6 @@ struct RowBuild {
     first: usize,
     members: Vec<usize>,
     folds: usize,
-}
-
-/// The caller's arrays lent to values while the stages run: put back where a stage fails or
-/// panics, so that the caller never finds the rank-0 stand-in in place of its array.
-struct Lending<'v, 't, 'd> {
-    values: &'v mut [Option<Held<'t>>],
-    direct: &'d mut [Tensor],
-    /// (output, value) of each array lent.
-    lent: Vec<(usize, usize)>,
-}
-
-impl Drop for Lending<'_, '_, '_> {
-    fn drop(&mut self) {
-        for &(k, m) in &self.lent {
-            if let Some(t) = self.values[m].take() {
-                self.direct[k] = t.into_owned();
-            }
-        }
-    }
-}
-
-/// A rank-0 tensor of `ty`: what stands in the caller's array while it is lent to a value.
-fn stand_in(ty: ElementType) -> Tensor {
-    Tensor::identity(ty, Reduction::Sum).expect("every element type has a sum's identity")
 }
 
 /// A group while the program is read.
@@ -963,7 +942,7 @@ impl Executable {
     /// # Errors
     /// As [`Executable::run`].
     pub fn run_views(&self, inputs: &[TensorView<'_>]) -> Result<Vec<Tensor>> {
-        let (mut values, _) = self.execute(inputs, &mut [])?;
+        let mut values = self.execute(inputs, &mut [])?;
         let outputs = &self.program.outputs;
         let mut results = Vec::with_capacity(outputs.len());
         for (k, v) in outputs.iter().enumerate() {
@@ -976,15 +955,17 @@ impl Executable {
         Ok(results)
     }
 
-    /// Runs the program on `inputs`, writing its results into `outputs` (one per output, of its
-    /// type and shape, any layout): an output a chain computes is written there in place,
-    /// the others are copied in. Nothing the size of an output is allocated for it, and the
-    /// large intermediates that reductions need are kept from one run for the next, so a loop
-    /// that calls this allocates no large array after its first call.
+    /// Runs the program on `inputs`, writing its results into `outputs`: one per output, of its
+    /// type and shape, in any layout: the caller's own arrays or views
+    /// ([`TensorViewMut::from`]`(&mut y)`), or [`Tensor`]s. An output a chain computes is
+    /// written there in place, the others are copied in. Nothing the size of an output is
+    /// allocated for it, and the large intermediates that reductions need are kept from one
+    /// run for the next, so a loop that calls this allocates no large array after its first
+    /// call.
     ///
     /// ```
     /// use ndarray::{arr1, Array1};
-    /// use xla_bcast::stablehlo::{Program, Tensor};
+    /// use xla_bcast::stablehlo::{Program, Tensor, TensorViewMut};
     ///
     /// let mut p = Program::new("scale");
     /// let x = p.parameter::<f64>(&[3]);
@@ -992,16 +973,19 @@ impl Executable {
     /// let y = p.mul(x, two, &[]).unwrap();
     /// p.output(y).unwrap();
     /// let exe = p.compile().unwrap();
-    /// let mut out = [Tensor::from(Array1::<f64>::zeros(3).into_dyn())];
-    /// exe.run_into(&[arr1(&[1.0, 2.0, 3.0]).into_dyn().into()], &mut out).unwrap();
-    /// assert_eq!(out[0], Tensor::from(arr1(&[2.0, 4.0, 6.0]).into_dyn()));
+    /// let mut out = Array1::<f64>::zeros(3); // the caller's array
+    /// exe.run_into(&[arr1(&[1.0, 2.0, 3.0]).into()], &mut [TensorViewMut::from(&mut out)]).unwrap();
+    /// assert_eq!(out, arr1(&[2.0, 4.0, 6.0]));
+    /// let mut outs = [Tensor::from(Array1::<f64>::zeros(3))]; // or tensors
+    /// exe.run_into(&[arr1(&[1.0, 2.0, 3.0]).into()], &mut outs).unwrap();
+    /// assert_eq!(outs[0], Tensor::from(arr1(&[2.0, 4.0, 6.0])));
     /// ```
     ///
     /// # Errors
     /// As [`Executable::run`]; and [`BroadcastError::ArgumentCount`],
     /// [`BroadcastError::ElementType`] or [`BroadcastError::ArgumentShape`] for outputs of the
     /// wrong count, type or shape (naming the output by its index).
-    pub fn run_into(&self, inputs: &[Tensor], outputs: &mut [Tensor]) -> Result<()> {
+    pub fn run_into<O: OutputArray>(&self, inputs: &[Tensor], outputs: &mut [O]) -> Result<()> {
         let views: Vec<TensorView<'_>> = inputs.iter().map(Tensor::read).collect();
         self.run_views_into(&views, outputs)
     }
@@ -1010,23 +994,35 @@ impl Executable {
     /// calls it copies no input and allocates no large array after its first call.
     ///
     /// ```
-    /// use ndarray::{array, Array1};
-    /// use xla_bcast::stablehlo::{Program, Tensor, TensorView};
+    /// use ndarray::{array, Array2};
+    /// use xla_bcast::stablehlo::{Program, TensorView, TensorViewMut};
     ///
     /// let mut p = Program::new("double");
-    /// let x = p.parameter::<f32>(&[3]);
+    /// let x = p.parameter::<f32>(&[2, 3]);
     /// let y = p.add(x, x, &[]).unwrap();
     /// p.output(y).unwrap();
     /// let exe = p.compile().unwrap();
-    /// let mut out = [Tensor::from(Array1::<f32>::zeros(3).into_dyn())];
-    /// let x = array![1.0f32, 2.0, 3.0];
-    /// exe.run_views_into(&[TensorView::from(&x)], &mut out).unwrap();
-    /// assert_eq!(out[0].view::<f32>().unwrap(), array![2.0f32, 4.0, 6.0].into_dyn());
+    /// let x = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]];
+    /// let mut out = Array2::<f32>::zeros((3, 2));
+    /// let view = TensorViewMut::from(out.view_mut().reversed_axes()); // a view of the caller's
+    /// exe.run_views_into(&[TensorView::from(&x)], &mut [view]).unwrap();
+    /// assert_eq!(out.t(), &x * 2.0);
     /// ```
     ///
     /// # Errors
     /// As [`Executable::run_into`].
-    pub fn run_views_into(&self, inputs: &[TensorView<'_>], outputs: &mut [Tensor]) -> Result<()> {
+    pub fn run_views_into<O: OutputArray>(
+        &self,
+        inputs: &[TensorView<'_>],
+        outputs: &mut [O],
+    ) -> Result<()> {
+        let mut views: Vec<TensorViewMut<'_>> = outputs.iter_mut().map(O::view_mut).collect();
+        self.write_outputs(inputs, &mut views)
+    }
+
+    /// [`Executable::run_views_into`] into views: checked, run, and the outputs no chain
+    /// wrote in place copied in.
+    fn write_outputs(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let program = &self.program;
         if outputs.len() != program.outputs.len() {
             return Err(BroadcastError::ArgumentCount {
@@ -1048,12 +1044,12 @@ impl Executable {
                 out.shape(),
             )?;
         }
-        let (mut values, lent) = self.execute(inputs, outputs)?;
-        for &(k, m) in &lent {
-            outputs[k] = values[m].take().expect("a lent output").into_owned();
-        }
-        for (out, v) in outputs.iter_mut().zip(&program.outputs) {
-            if let Some(value) = &values[v.index] {
+        let mut direct: Vec<Option<TensorViewMut<'_>>> =
+            outputs.iter_mut().map(|o| Some(o.view_mut())).collect();
+        let values = self.execute(inputs, &mut direct)?;
+        // The outputs lent to later stages (taken from `direct`) were written in place.
+        for (out, v) in direct.iter_mut().zip(&program.outputs) {
+            if let (Some(out), Some(value)) = (out, &values[v.index]) {
                 out.assign_from("run_into", value)?;
             }
         }
@@ -1062,14 +1058,13 @@ impl Executable {
 
     /// Runs every stage; the outputs in `direct` (checked: one per program output, or none)
     /// that a chain computes are written in place and left out of the values returned, but
-    /// for those a later stage reads: their arrays are lent to the values, and listed as
-    /// (output, value) for the caller to take back (on an error they are put back here).
-    #[allow(clippy::type_complexity)]
+    /// for those a later stage reads: their views are taken from `direct` and lent to the
+    /// values, read-only.
     fn execute<'t, 'i: 't>(
         &'t self,
         inputs: &[TensorView<'i>],
-        direct: &mut [Tensor],
-    ) -> Result<(Vec<Option<Held<'t>>>, Vec<(usize, usize)>)> {
+        direct: &mut [Option<TensorViewMut<'t>>],
+    ) -> Result<Vec<Option<Held<'t>>>> {
         let program = &self.program;
         let mut values = program.inputs("run", inputs)?;
         for (i, node) in program.nodes.iter().enumerate() {
@@ -1077,15 +1072,8 @@ impl Executable {
                 values[i] = Some(Held::Read(t.read()));
             }
         }
-        let mut lending = Lending {
-            values: &mut values,
-            direct,
-            lent: Vec::new(),
-        };
-        self.stages(lending.values, lending.direct, &mut lending.lent)?;
-        let lent = std::mem::take(&mut lending.lent);
-        drop(lending);
-        Ok((values, lent))
+        self.stages(&mut values, direct)?;
+        Ok(values)
     }
 
     /// Runs the stages in order, as [`Executable::execute`] says.
@@ -1093,8 +1081,7 @@ impl Executable {
     fn stages<'t>(
         &'t self,
         values: &mut [Option<Held<'t>>],
-        direct: &mut [Tensor],
-        lent: &mut Vec<(usize, usize)>,
+        direct: &mut [Option<TensorViewMut<'t>>],
     ) -> Result<()> {
         let program = &self.program;
         for (s, stage) in self.stages.iter().enumerate() {
@@ -1109,7 +1096,7 @@ impl Executable {
                     let out = eval(&program.nodes[*i], &get)?;
                     values[*i] = Some(Held::Owned(out));
                 }
-                Stage::Rows(r) => self.run_rows(r, values, direct, lent)?,
+                Stage::Rows(r) => self.run_rows(r, values, direct)?,
             }
             for &v in &self.drops[s] {
                 if let Some(Held::Owned(t)) = values[v].take() {
@@ -1158,8 +1145,7 @@ impl Executable {
         &'t self,
         r: &Rows,
         values: &mut [Option<Held<'t>>],
-        direct: &mut [Tensor],
-        lent: &mut Vec<(usize, usize)>,
+        direct: &mut [Option<TensorViewMut<'t>>],
     ) -> Result<()> {
         let program = &self.program;
         // A chain without folds may be rank 0; one with them is not.
@@ -1199,7 +1185,9 @@ impl Executable {
         let mut target: Vec<Option<usize>> = vec![None; r.outputs.len()];
         for (k, to) in target.iter_mut().enumerate() {
             if let Some(d) = r.direct[k].filter(|_| !direct.is_empty()) {
-                let same = direct[d].strides() == &member_layout(r.outputs[k])[..];
+                let same = direct[d]
+                    .as_ref()
+                    .is_some_and(|t| t.strides() == &member_layout(r.outputs[k])[..]);
                 *to = (r.last_use[k] || same).then_some(d);
             }
         }
@@ -1227,9 +1215,9 @@ impl Executable {
             let mut operands = place_inputs()?;
             operands.reserve(r.outputs.len());
             let mut fresh_iter = fresh.iter_mut();
-            let mut slots: Vec<Option<&mut Tensor>> = Vec::with_capacity(direct.len());
+            let mut slots: Vec<Option<&mut TensorViewMut<'t>>> = Vec::with_capacity(direct.len());
             for t in direct.iter_mut() {
-                slots.push(Some(t));
+                slots.push(t.as_mut());
             }
             for &to in &target {
                 operands.push(match to {
@@ -1252,9 +1240,7 @@ impl Executable {
         }
         for (k, &m) in r.outputs.iter().enumerate() {
             if let (Some(d), false) = (target[k], r.last_use[k]) {
-                let stand_in = stand_in(program.nodes[m].ty);
-                values[m] = Some(Held::Owned(std::mem::replace(&mut direct[d], stand_in)));
-                lent.push((d, m));
+                values[m] = direct[d].take().map(|t| Held::Read(t.into_read()));
             }
         }
         Ok(())

@@ -5,8 +5,8 @@
 //! bit for bit.
 
 use super::{
-    Binary, Direction, ElementType, Held, Node, Op, Reduction, StableHloElement, Tensor, Unary,
-    Value,
+    Binary, Direction, ElementType, Held, Node, Op, Reduction, StableHloElement, Tensor,
+    TensorView, Unary, Value,
 };
 use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
 use crate::engine::table::{self, Kernel, Run};
@@ -15,6 +15,7 @@ use crate::error::{BroadcastError, Result};
 use crate::shape::{iota, reduce_in_dim_check};
 
 use crate::elementwise as elem;
+use ndarray::{ArrayD, ArrayViewD};
 
 /// The kernels of one element type: the ops its class has, `None` for the others. Where two
 /// types give the same bits (wrapping and bitwise integer ops signed or unsigned, `bool` as
@@ -31,6 +32,24 @@ pub(crate) trait Kernels: Sized {
     /// The fold of reduction `r` (`bool` as bytes: `or` for the sum and max, `and` for the
     /// product and min) and its identity, `None` where the type lacks it.
     fn fold(r: Reduction) -> Option<(FoldFn, Self)>;
+    /// `argmin_in_dims` of `x` (`argmax_in_dims` with `max`) over `kept`; `None` for a type
+    /// without an order.
+    fn arg(op: &'static str, x: ArrayViewD<'_, Self>, kept: &[usize], max: bool) -> Option<Result<ArrayD<usize>>> {
+        let _ = (op, x, kept, max);
+        None
+    }
+}
+
+/// [`Kernels::arg`] for an ordered type.
+macro_rules! arg_ordered {
+    () => {
+        fn arg(op: &'static str, x: ArrayViewD<'_, Self>, kept: &[usize], max: bool) -> Option<Result<ArrayD<usize>>> {
+            Some(match max {
+                true => crate::reduce::arg_extreme::<Self, true>(op, x, kept),
+                false => crate::reduce::arg_extreme::<Self, false>(op, x, kept),
+            })
+        }
+    };
 }
 
 /// A fold and its identity for `$t`: the loop `$kernel` over `$u`s (the type itself, or one
@@ -92,6 +111,7 @@ macro_rules! ints {
             fn clamp() -> Option<Run<4>> {
                 Some(table::run3::<$t, elem::Clamp>)
             }
+            arg_ordered!();
             fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
                 Some(match r {
                     Reduction::Sum => fold!(table_fold, $u, $t, Add),
@@ -147,6 +167,7 @@ macro_rules! floats {
             fn clamp() -> Option<Run<4>> {
                 Some(table::run3::<$t, elem::Clamp>)
             }
+            arg_ordered!();
             fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
                 match r {
                     Reduction::Sum => Some(fold!(table_fold, $t, $t, Add)),
@@ -193,6 +214,7 @@ impl Kernels for bool {
     fn clamp() -> Option<Run<4>> {
         <u8 as Kernels>::clamp()
     }
+    arg_ordered!();
     fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
         Some(match r {
             Reduction::Sum | Reduction::Max | Reduction::Or => {
@@ -395,6 +417,23 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
             }
             fold(Reduction::Sum, "reduce_in_dim", x, shape, &acc_dim)
         }
+        Op::Iota { dim } => {
+            // The indices along `dim`, placed at the shape and converted to the node's type.
+            let n = shape[*dim] as u64;
+            let indices = Tensor::from(ndarray::Array1::from_iter(0..n));
+            converted(&indices.read(), node.ty, name, shape, &[*dim])
+        }
+        Op::ArgReduce { max, x, axis } => {
+            let x = get(x);
+            let kept: Vec<usize> = (0..x.shape().len()).filter(|d| d != axis).collect();
+            let found = x.read().arg_extreme(name, &kept, *max).ok_or_else(|| mismatch(name))??;
+            // A fresh standard-layout array: its vector is in row-major order.
+            let dim = found.raw_dim();
+            let (indices, _) = found.into_raw_vec_and_offset();
+            let indices: Vec<u64> = indices.into_iter().map(|i| i as u64).collect();
+            let indices = ndarray::ArrayD::from_shape_vec(dim, indices).map_err(|_| mismatch(name))?;
+            converted(&Tensor::from(indices).read(), node.ty, name, shape, &iota(shape.len()))
+        }
         Op::Reduce { op, x, axes } => {
             let x = get(x);
             // The kept dims, numbered in order, are the result's.
@@ -423,6 +462,14 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
             unsafe { Tensor::collect_as(node.ty, name, shape, kernel, &inputs) }
         }
     }
+}
+
+/// `x` placed at `shape` by `dims`, converted to `ty`.
+fn converted(x: &TensorView<'_>, ty: ElementType, op: &'static str, shape: &[usize], dims: &[usize]) -> Result<Tensor> {
+    let kernel = x.element_type().convert_kernel(ty).ok_or_else(|| mismatch(op))?;
+    let input = x.placed(op, shape, dims)?;
+    // SAFETY: the conversion kernel from `x`'s type to `ty`, into an output of `ty`.
+    unsafe { Tensor::collect_as(ty, op, shape, kernel, &[&input]) }
 }
 
 /// Reduction `r` of `x` into a fresh result of `shape`, `x`'s dim `d` landing on the result's

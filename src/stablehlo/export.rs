@@ -93,8 +93,10 @@ impl Program {
         };
         let line = match &node.op {
             Op::Parameter => return None,
-            Op::Constant(t) => {
-                format!("stablehlo.constant dense<{}> : {out_ty}", t.visit_literal())
+            Op::Constant(t) => format!("stablehlo.constant dense<{}> : {out_ty}", dense(t)),
+            Op::Iota { dim } => format!("stablehlo.iota dim = {dim} : {out_ty}"),
+            Op::ArgReduce { max, x, axis } => {
+                return Some(t.arg_reduce(*max, typed(*x), self.node(*x), *axis, node, &out_ty))
             }
             Op::BroadcastInDim { x, dims } => {
                 let (src, from_ty) = typed(*x);
@@ -290,6 +292,101 @@ impl Text {
             "stablehlo.reduce({src} init: {init}) applies stablehlo.{region} across dimensions = {dims:?} : ({src_ty}, {scalar}) -> {out_ty}"
         )
     }
+}
+
+impl Text {
+    /// `argmin` (`argmax` with `max`) of `x` (its name and type; `src` its node) over `axis`
+    /// into `node`'s indices: XLA's reduce of the values and an iota of indices, whose region
+    /// keeps the pair that comes first in the total order (NaN first, then the extreme, then
+    /// the lower index), so that any order of reduction gives the same index. Its result.
+    fn arg_reduce(
+        &mut self,
+        max: bool,
+        (src, src_ty): (&String, String),
+        x: &Node,
+        axis: usize,
+        node: &Node,
+        out_ty: &str,
+    ) -> String {
+        let (v, i) = (tensor_type(&[], x.ty), tensor_type(&[], node.ty));
+        let iota = self.line(format!("stablehlo.iota dim = {axis} : {}", tensor_type(&x.shape, node.ty)));
+        let extreme = if max { super::Reduction::Max } else { super::Reduction::Min };
+        let start = Tensor::identity(x.ty, extreme).map_or(String::new(), |t| t.visit_literal());
+        let init_v = self.line(format!("stablehlo.constant dense<{start}> : {v}"));
+        let init_i = self.line(format!("stablehlo.constant dense<0> : {i}"));
+        let name = format!("%{}", self.next);
+        self.next += 1;
+        let r = |k: usize| format!("%r{}_{k}", &name[1..]);
+        let (a, c, b, d) = (r(0), r(1), r(2), r(3));
+        let kind = |t: ElementType| match t.kind {
+            Kind::Float => "FLOAT",
+            Kind::Signed => "SIGNED",
+            _ => "UNSIGNED",
+        };
+        let mut region = Vec::new();
+        let mut op = |line: String| {
+            let at = r(4 + region.len());
+            region.push(format!("      {at} = {line}"));
+            at
+        };
+        let cmp = |dir: &str, p: &str, q: &str, t: ElementType, ty: &str| {
+            format!("stablehlo.compare  {dir}, {p}, {q},  {} : ({ty}, {ty}) -> tensor<i1>", kind(t))
+        };
+        let bool2 = |f: &str, p: &str, q: &str| format!("stablehlo.{f} {p}, {q} : tensor<i1>");
+        let beats = op(cmp(if max { "GT" } else { "LT" }, &a, &c, x.ty, &v));
+        let equal = op(cmp("EQ", &a, &c, x.ty, &v));
+        let (beats, equal) = match x.ty.kind {
+            Kind::Float => {
+                let a_nan = op(cmp("NE", &a, &a, x.ty, &v));
+                let c_nan = op(cmp("NE", &c, &c, x.ty, &v));
+                let c_num = op(cmp("EQ", &c, &c, x.ty, &v));
+                let nan_beats = op(bool2("and", &a_nan, &c_num));
+                let both_nan = op(bool2("and", &a_nan, &c_nan));
+                (op(bool2("or", &beats, &nan_beats)), op(bool2("or", &equal, &both_nan)))
+            }
+            _ => (beats, equal),
+        };
+        let first = op(cmp("LT", &b, &d, node.ty, &i));
+        let tie_first = op(bool2("and", &equal, &first));
+        let keep = op(bool2("or", &beats, &tie_first));
+        let sel = |p: &str, q: &str, ty: &str| {
+            format!("stablehlo.select {keep}, {p}, {q} : (tensor<i1>, {ty}, {ty}) -> {ty}")
+        };
+        let (value, index) = (sel(&a, &c, &v), sel(&b, &d, &i));
+        let (value, index) = (op(value), op(index));
+        let (kept_v, kept_i) = (tensor_type(&node.shape, x.ty), out_ty);
+        let _ = writeln!(
+            self.body,
+            "    {name}:2 = stablehlo.reduce({src} init: {init_v}), ({iota} init: {init_i}) across dimensions = [{axis}] : ({src_ty}, {}, {v}, {i}) -> ({kept_v}, {kept_i})\n     reducer({a}: {v}, {c}: {v}) ({b}: {i}, {d}: {i})  {{\n{}\n      stablehlo.return {value}, {index} : {v}, {i}\n    }}",
+            tensor_type(&x.shape, node.ty),
+            region.join("\n")
+        );
+        format!("{name}#1")
+    }
+}
+
+/// A constant's elements as a `dense<..>` literal: one value for a rank-0 tensor or a splat,
+/// else nested lists, one per dim.
+fn dense(t: &Tensor) -> String {
+    let literals = t.literals();
+    if literals.iter().all(|l| Some(l) == literals.first()) && !literals.is_empty() {
+        return literals[0].clone();
+    }
+    fn nest(out: &mut String, shape: &[usize], items: &mut std::slice::Iter<'_, String>) {
+        let Some((&n, rest)) = shape.split_first() else {
+            out.push_str(items.next().map_or("", |s| s));
+            return;
+        };
+        out.push('[');
+        for k in 0..n {
+            out.push_str(if k > 0 { ", " } else { "" });
+            nest(out, rest, items);
+        }
+        out.push(']');
+    }
+    let mut out = String::new();
+    nest(&mut out, t.shape(), &mut literals.iter());
+    out
 }
 
 /// `tensor<2x3xf32>`, `tensor<f32>` for rank 0.

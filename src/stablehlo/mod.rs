@@ -49,7 +49,9 @@ mod eval;
 mod export;
 mod tensor;
 use eval::eval;
-pub use tensor::{ElementType, Kind, StableHloElement, Tensor, TensorView};
+pub use tensor::{
+    ElementType, Kind, OutputArray, StableHloElement, Tensor, TensorView, TensorViewMut,
+};
 use tensor::{Held, Unwritten};
 
 /// The kinds of element that implement an element trait of [`crate::element`], as a pattern
@@ -380,6 +382,17 @@ enum Op {
     Convert {
         x: Value,
     },
+    /// `stablehlo.iota`: each element its index along `dim`, in the node's type.
+    Iota {
+        dim: usize,
+    },
+    /// The index along `axis` of the minimum of `x` (the maximum with `max`), in the node's
+    /// (integer) type.
+    ArgReduce {
+        max: bool,
+        x: Value,
+        axis: usize,
+    },
 }
 
 impl Op {
@@ -397,14 +410,18 @@ impl Op {
             Op::ReduceInDim { .. } => "reduce_in_dim",
             Op::Parameter => "parameter",
             Op::Constant(_) => "constant",
+            Op::Iota { .. } => "iota",
+            Op::ArgReduce { max: false, .. } => "argmin",
+            Op::ArgReduce { max: true, .. } => "argmax",
         }
     }
 
     /// The values the op reads.
     fn operands(&self) -> [Option<Value>; 3] {
         match *self {
-            Op::Parameter | Op::Constant(_) => [None; 3],
+            Op::Parameter | Op::Constant(_) | Op::Iota { .. } => [None; 3],
             Op::BroadcastInDim { x, .. }
+            | Op::ArgReduce { x, .. }
             | Op::ReduceInDim { x, .. }
             | Op::Reduce { x, .. }
             | Op::Unary { x, .. }
@@ -661,6 +678,70 @@ impl Program {
     {
         let t = Tensor::from(ArrayD::from_elem(ndarray::IxDyn(&[]), value));
         self.push(Op::Constant(t), vec![], T::TYPE)
+    }
+
+    /// An array constant: a copy of `a`, exported as a `stablehlo.constant` of its elements
+    /// (a splat when they are all equal).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("shift");
+    /// let x = p.parameter::<i32>(&[2, 2]);
+    /// let c = p.constant_array(&array![[1, 2], [3, 4]]);
+    /// let y = p.add(x, c, &[]).unwrap();
+    /// p.output(y).unwrap();
+    /// assert!(p.to_stablehlo().contains("stablehlo.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi32>"));
+    /// let out = p.run(&[array![[10, 10], [10, 10]].into()]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![[11, 12], [13, 14]]));
+    /// ```
+    pub fn constant_array<T: StableHloElement, D: ndarray::Dimension>(
+        &mut self,
+        a: &ndarray::ArrayRef<T, D>,
+    ) -> Value
+    where
+        Tensor: From<ArrayD<T>>,
+    {
+        let t = Tensor::from(a.to_owned().into_dyn());
+        self.push(Op::Constant(t), a.shape().to_vec(), T::TYPE)
+    }
+
+    /// `stablehlo.iota`: an array of `shape` whose elements are their index along `dim`, in
+    /// type `T` (as `lax.broadcasted_iota`). With a comparison it builds masks, such as a
+    /// causal one.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("causal");
+    /// let (row, col) = (p.iota::<i32>(&[3, 3], 0).unwrap(), p.iota::<i32>(&[3, 3], 1).unwrap());
+    /// let keep = p.le(col, row, &[]).unwrap(); // key <= query
+    /// p.output(keep).unwrap();
+    /// assert!(p.to_stablehlo().contains("stablehlo.iota dim = 0 : tensor<3x3xi32>"));
+    /// let out = p.run(&[]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![[true, false, false], [true, true, false], [true, true, true]]));
+    /// ```
+    ///
+    /// # Errors
+    /// [`BroadcastError::ReduceAxes`] for a `dim` out of range; [`BroadcastError::ElementType`]
+    /// for `bool` (StableHLO's iota is of numbers); [`BroadcastError::SizeOverflow`] for a shape
+    /// too large to index.
+    pub fn iota<T: StableHloElement>(&mut self, shape: &[usize], dim: usize) -> Result<Value> {
+        if dim >= shape.len() {
+            return Err(BroadcastError::ReduceAxes {
+                op: "iota",
+                shape: shape.into(),
+                axes: [dim].into(),
+                reason: format!("dim {dim} is out of range for rank {}", shape.len()),
+            });
+        }
+        if T::TYPE.kind == Kind::Pred {
+            return Err(type_error("iota", &[T::TYPE], "StableHLO's iota is of numbers"));
+        }
+        crate::shape::checked_size_for("iota", shape)?;
+        Ok(self.push(Op::Iota { dim }, shape.to_vec(), T::TYPE))
     }
 
     /// The parameters, in the order `run` takes their inputs.
@@ -1048,6 +1129,86 @@ impl Program {
         }
         let (ty, axes) = (node.ty, axes.to_vec());
         Ok(self.push(Op::Reduce { op, x, axes }, shape, ty))
+    }
+
+    /// Records `argmin`: the index along `axis` of the minimum of `x`, of integer type `I`,
+    /// which drops `axis` (as JAX's `lax.argmin`): the first index of the minimum, a NaN
+    /// counting as the minimum, as [`argmin_in_dims`](crate::reduce::ReduceInDim::argmin_in_dims).
+    /// Exported as XLA's two-operand `stablehlo.reduce` of `x` and an iota.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("nearest");
+    /// let d = p.parameter::<f32>(&[2, 3]);
+    /// let i = p.argmin::<i32>(d, 1).unwrap();
+    /// p.output(i).unwrap();
+    /// let out = p.run(&[array![[4.0f32, 1.0, 1.0], [2.0, f32::NAN, 0.0]].into()]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![1, 1]));
+    /// assert!(p.argmin::<f32>(d, 1).is_err()); // indices are integers
+    /// ```
+    ///
+    /// # Errors
+    /// [`BroadcastError::ReduceAxes`] for an axis out of range or of size 0;
+    /// [`BroadcastError::ElementType`] for complex `x`, or an `I` that is not an integer type
+    /// or cannot hold the largest index.
+    pub fn argmin<I: StableHloElement>(&mut self, x: Value, axis: usize) -> Result<Value> {
+        self.arg_reduce(false, x, axis, I::TYPE)
+    }
+
+    /// Records `argmax`: [`Program::argmin`] for the maximum (a NaN counts as the maximum).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use xla_bcast::stablehlo::{Program, Tensor};
+    ///
+    /// let mut p = Program::new("best");
+    /// let x = p.parameter::<i64>(&[2, 3]);
+    /// let i = p.argmax::<u8>(x, 0).unwrap();
+    /// p.output(i).unwrap();
+    /// let out = p.run(&[array![[3i64, 7, 7], [9, 2, 7]].into()]).unwrap();
+    /// assert_eq!(out[0], Tensor::from(array![1u8, 0, 0]));
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Program::argmin`].
+    pub fn argmax<I: StableHloElement>(&mut self, x: Value, axis: usize) -> Result<Value> {
+        self.arg_reduce(true, x, axis, I::TYPE)
+    }
+
+    /// Records `argmin` (`argmax` with `max`) of `x` over `axis` into indices of type `index`.
+    fn arg_reduce(&mut self, max: bool, x: Value, axis: usize, index: ElementType) -> Result<Value> {
+        let name = if max { "argmax" } else { "argmin" };
+        self.own(name, &[x])?;
+        let node = self.node(x);
+        if node.ty.kind == Kind::Complex {
+            return Err(type_error(name, &[node.ty], "complex numbers have no order"));
+        }
+        let n = node.shape.get(axis).copied();
+        if n.is_none_or(|n| n == 0) {
+            return Err(BroadcastError::ReduceAxes {
+                op: name,
+                shape: node.shape.clone().into(),
+                axes: [axis].into(),
+                reason: match n {
+                    None => format!("axis {axis} is out of range for rank {}", node.shape.len()),
+                    Some(_) => format!("axis {axis} has no element, so no index"),
+                },
+            });
+        }
+        let bits = 8 * index.size() - usize::from(index.kind == Kind::Signed);
+        let fits = bits >= 64 || (n.unwrap_or(0) as u64 - 1) >> bits == 0;
+        if !matches!(index.kind, Kind::Signed | Kind::Unsigned) || !fits {
+            return Err(type_error(
+                name,
+                &[node.ty, index],
+                &format!("the index type must be an integer type that holds {}", n.unwrap_or(0) - 1),
+            ));
+        }
+        let mut shape = node.shape.clone();
+        shape.remove(axis);
+        Ok(self.push(Op::ArgReduce { max, x, axis }, shape, index))
     }
 
     /// Runs the program here, on the crate's own ops, with one input per parameter (in the

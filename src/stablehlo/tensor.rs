@@ -137,7 +137,108 @@ macro_rules! tensor_types {
             )*
         }
 
+        /// A mutable view of any element type a [`Program`](super::Program) gives: an array of
+        /// the caller's that [`Executable::run_into`](super::Executable::run_into) writes an
+        /// output into, of any dimension type and layout. Made from `&mut` any ndarray array or
+        /// view (`TensorViewMut::from(&mut y)`, `y.view_mut().into()`), or from a [`Tensor`]
+        /// ([`Tensor::view_mut`]).
+        ///
+        /// ```
+        /// use ndarray::Array2;
+        /// use xla_bcast::stablehlo::TensorViewMut;
+        ///
+        /// let mut y = Array2::<f32>::zeros((2, 3));
+        /// let v = TensorViewMut::from(&mut y);
+        /// assert_eq!((v.shape(), v.element_type().name), (&[2, 3][..], "f32"));
+        /// ```
+        #[derive(Debug)]
+        pub enum TensorViewMut<'a> {
+            $(
+                $(#[$cfg])*
+                #[doc = concat!("`", stringify!($t), "` (`", $name, "`).")]
+                $variant(ndarray::ArrayViewMutD<'a, $t>),
+            )*
+        }
+
+        impl<'a> TensorViewMut<'a> {
+            /// Its element type.
+            pub fn element_type(&self) -> ElementType {
+                match self {
+                    $($(#[$cfg])* TensorViewMut::$variant(_) => <$t as StableHloElement>::TYPE,)*
+                }
+            }
+
+            /// Its shape.
+            pub fn shape(&self) -> &[usize] {
+                match self {
+                    $($(#[$cfg])* TensorViewMut::$variant(a) => a.shape(),)*
+                }
+            }
+
+            /// The same view, for a shorter lifetime.
+            ///
+            /// ```
+            /// use xla_bcast::stablehlo::TensorViewMut;
+            /// let mut y = ndarray::array![1i8, 2];
+            /// let mut v = TensorViewMut::from(&mut y);
+            /// assert_eq!(v.view_mut().shape(), &[2]);
+            /// ```
+            pub fn view_mut(&mut self) -> TensorViewMut<'_> {
+                match self {
+                    $($(#[$cfg])* TensorViewMut::$variant(a) => TensorViewMut::$variant(a.view_mut()),)*
+                }
+            }
+
+            /// Its strides, in elements.
+            pub(super) fn strides(&self) -> &[isize] {
+                match self {
+                    $($(#[$cfg])* TensorViewMut::$variant(a) => a.strides(),)*
+                }
+            }
+
+            /// The array, as an operand to write at its own shape.
+            pub(super) fn output(&mut self) -> Operand<'_> {
+                match self {
+                    $($(#[$cfg])* TensorViewMut::$variant(a) => Operand::output(a),)*
+                }
+            }
+
+            /// The view, read-only from now on, for as long as it was lent.
+            pub(super) fn into_read(self) -> TensorView<'a> {
+                match self {
+                    $($(#[$cfg])* TensorViewMut::$variant(a) => {
+                        let raw = a.raw_view();
+                        // SAFETY: `a`, the one view of these elements for `'a`, is consumed
+                        // here: its exclusive borrow becomes this shared one, which nothing
+                        // writes through.
+                        TensorView::$variant(unsafe { raw.deref_into_view() })
+                    })*
+                }
+            }
+        }
+
         impl Tensor {
+            /// A mutable view of the array inside, for
+            /// [`Executable::run_into`](super::Executable::run_into).
+            ///
+            /// ```
+            /// use xla_bcast::stablehlo::Tensor;
+            /// let mut t = Tensor::from(ndarray::array![1u8, 2]);
+            /// assert_eq!(t.view_mut().shape(), &[2]);
+            /// ```
+            pub fn view_mut(&mut self) -> TensorViewMut<'_> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => TensorViewMut::$variant(a.view_mut()),)*
+                }
+            }
+
+            /// All its elements as StableHLO literals, in row-major order.
+            pub(super) fn literals(&self) -> Vec<String> {
+                match self {
+                    $($(#[$cfg])* Tensor::$variant(a) => a.iter().map(|v| v.literal()).collect(),)*
+                }
+            }
+
             /// Its element type.
             ///
             /// ```
@@ -305,6 +406,13 @@ macro_rules! tensor_types {
                     $($(#[$cfg])* TensorView::$variant(a) => Src::placed(op, a, shape, dims).map(Src::into_operand),)*
                 }
             }
+
+            /// `argmin` (`argmax` with `max`) over the dims but `kept` ([`Kernels::arg`]).
+            pub(super) fn arg_extreme(&self, op: &'static str, kept: &[usize], max: bool) -> Option<Result<ArrayD<usize>>> {
+                match self {
+                    $($(#[$cfg])* TensorView::$variant(a) => <$t as Kernels>::arg(op, a.view(), kept, max),)*
+                }
+            }
         }
 
         /// The kernels of each element type, looked up by its StableHLO type.
@@ -375,9 +483,38 @@ macro_rules! tensor_types {
             }
 
             $(#[$cfg])*
-            impl From<ArrayD<$t>> for Tensor {
-                fn from(a: ArrayD<$t>) -> Tensor {
-                    Tensor::$variant(a)
+            impl<D: ndarray::Dimension> From<ndarray::Array<$t, D>> for Tensor {
+                fn from(a: ndarray::Array<$t, D>) -> Tensor {
+                    Tensor::$variant(a.into_dyn())
+                }
+            }
+
+            $(#[$cfg])*
+            /// A copy of the view's elements.
+            impl<D: ndarray::Dimension> From<ndarray::ArrayView<'_, $t, D>> for Tensor {
+                fn from(a: ndarray::ArrayView<'_, $t, D>) -> Tensor {
+                    Tensor::$variant(a.to_owned().into_dyn())
+                }
+            }
+
+            $(#[$cfg])*
+            impl<'a, D: ndarray::Dimension> From<ndarray::ArrayViewMut<'a, $t, D>> for TensorViewMut<'a> {
+                fn from(a: ndarray::ArrayViewMut<'a, $t, D>) -> TensorViewMut<'a> {
+                    TensorViewMut::$variant(a.into_dyn())
+                }
+            }
+
+            $(#[$cfg])*
+            impl<'a, D: ndarray::Dimension> From<&'a mut ndarray::Array<$t, D>> for TensorViewMut<'a> {
+                fn from(a: &'a mut ndarray::Array<$t, D>) -> TensorViewMut<'a> {
+                    TensorViewMut::$variant(a.view_mut().into_dyn())
+                }
+            }
+
+            $(#[$cfg])*
+            impl<'a, D: ndarray::Dimension> From<&'a mut ndarray::ArrayRef<$t, D>> for TensorViewMut<'a> {
+                fn from(a: &'a mut ndarray::ArrayRef<$t, D>) -> TensorViewMut<'a> {
+                    TensorViewMut::$variant(a.view_mut().into_dyn())
                 }
             }
 
@@ -468,7 +605,64 @@ impl Tensor {
         T::of(self).map(|a| a.view())
     }
 
-    /// `src`'s elements into this tensor, of the same type and shape, through the engine's
+    /// The array inside at a fixed dimension type, without a copy: [`BroadcastError::ElementType`]
+    /// when the tensor holds another type, [`BroadcastError::ResultRank`] when its rank is not
+    /// `D`'s.
+    ///
+    /// ```
+    /// use ndarray::{array, Array2};
+    /// use xla_bcast::stablehlo::Tensor;
+    ///
+    /// let t = Tensor::from(array![[1.0f32, 2.0]]);
+    /// let a: Array2<f32> = t.clone().into_array().unwrap();
+    /// assert_eq!(a, array![[1.0, 2.0]]);
+    /// assert!(t.into_array::<f32, ndarray::Ix1>().is_err()); // rank 2
+    /// ```
+    pub fn into_array<T: StableHloElement, D: ndarray::Dimension>(self) -> Result<ndarray::Array<T, D>>
+    where
+        ArrayD<T>: TryFrom<Tensor, Error = BroadcastError>,
+    {
+        crate::front::into_dim("into_array", ArrayD::<T>::try_from(self)?)
+    }
+}
+
+/// A tensor's array, read where it lies.
+impl<'a> From<&'a Tensor> for TensorView<'a> {
+    fn from(t: &'a Tensor) -> TensorView<'a> {
+        t.read()
+    }
+}
+
+/// An array [`Executable::run_into`](super::Executable::run_into) writes an output into: a
+/// [`TensorViewMut`] of the caller's array or view, or a [`Tensor`].
+///
+/// ```
+/// use ndarray::Array1;
+/// use xla_bcast::stablehlo::{OutputArray, Tensor, TensorViewMut};
+///
+/// let mut t = Tensor::from(Array1::<i32>::zeros(4));
+/// let mut y = Array1::<i32>::zeros(4);
+/// assert_eq!(OutputArray::view_mut(&mut t).shape(), OutputArray::view_mut(&mut TensorViewMut::from(&mut y)).shape());
+/// ```
+pub trait OutputArray {
+    /// A mutable view of the array.
+    fn view_mut(&mut self) -> TensorViewMut<'_>;
+}
+
+impl OutputArray for Tensor {
+    fn view_mut(&mut self) -> TensorViewMut<'_> {
+        Tensor::view_mut(self)
+    }
+}
+
+impl OutputArray for TensorViewMut<'_> {
+    fn view_mut(&mut self) -> TensorViewMut<'_> {
+        TensorViewMut::view_mut(self)
+    }
+}
+
+impl TensorViewMut<'_> {
+    /// `src`'s elements into this view, of the same type and shape, through the engine's
     /// copy of their size.
     pub(super) fn assign_from(&mut self, op: &'static str, src: &Held<'_>) -> Result<()> {
         crate::front::check_out(op, src.shape(), self.shape())?;
@@ -581,6 +775,14 @@ impl Held<'_> {
         match self {
             Held::Owned(t) => t,
             Held::Read(v) => v.to_tensor(),
+        }
+    }
+
+    /// A view of the array.
+    pub(super) fn read(&self) -> TensorView<'_> {
+        match self {
+            Held::Owned(t) => t.read(),
+            Held::Read(v) => v.reborrow(),
         }
     }
 }

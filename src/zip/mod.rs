@@ -376,10 +376,11 @@ fn result_shape(operands: &[(&[usize], Option<&[usize]>)]) -> Result<Dims> {
     Ok(shape)
 }
 
-/// The shape of a fold's result: the zip's sizes at `kept` (distinct dims of it).
-fn kept_check(shape: &[usize], kept: &[usize]) -> Result<Vec<usize>> {
+/// The shape of a fold's result: the sizes of `shape` at `kept` (distinct dims of it); `op`'s
+/// error naming the dim that is out of range or repeats.
+pub(crate) fn kept_check(op: &'static str, shape: &[usize], kept: &[usize]) -> Result<Vec<usize>> {
     let bad = |reason: &str| BroadcastError::InDimInvalid {
-        op: OP,
+        op,
         operand: shape.into(),
         out_shape: shape.into(),
         dims: kept.into(),
@@ -646,7 +647,7 @@ macro_rules! run {
             ///     .fold((vec![], vec![]), |(mut s, mut ss), (a, b)| { s.push(a); ss.push(b); (s, ss) });
             /// assert_eq!((s, ss), (vec![6.0, 15.0], vec![14.0, 77.0]));
             /// // Column maxima, into a fixed-rank array.
-            /// let m = StrictZip::from(&x).fold_in_dims([1], f32::MIN, |m, x| m.max(x), f32::max).unwrap();
+            /// let m = StrictZip::from(&x).fold_in_dims([1], f32::NEG_INFINITY, f32::xla_max, f32::xla_max).unwrap();
             /// assert_eq!(m, array![4.0, 5.0, 6.0]);
             /// ```
             ///
@@ -664,7 +665,7 @@ macro_rules! run {
             {
                 let shape = self.shape()?;
                 let kept = kept_dims.dims();
-                let kept_shape = kept_check(&shape, kept)?;
+                let kept_shape = kept_check(OP, &shape, kept)?;
                 let dim = out_dim::<K::Dim>(OP, &kept_shape)?;
                 let ($($p,)+) = self.parts;
                 let parts = ($($p.place(&shape).map_err(|e| at($i, e))?,)+);
@@ -727,7 +728,7 @@ macro_rules! run {
             {
                 let shape = self.shape()?;
                 let kept = kept_dims.dims();
-                kept_check(&shape, kept)?;
+                kept_check(OP, &shape, kept)?;
                 check_out(OP, &shape, out.shape())?;
                 let ($($p,)+) = self.parts;
                 let parts = ($($p.place(&shape).map_err(|e| at($i, e))?,)+);
