@@ -336,7 +336,13 @@ fn executable(
     let (fused, into) = median_pair(
         calls,
         &mut || drop(black_box(exe.run(&inputs).expect("runs"))),
-        &mut || exe.run_into(&inputs, &mut outs).expect("runs"),
+        &mut || {
+            exe.run_into(
+                &inputs,
+                &mut outs.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+            )
+            .expect("runs")
+        },
     );
     println!("{name} {size} executable {fused:.4}");
     println!("{name} {size} executable_into {into:.4}");
@@ -457,7 +463,13 @@ fn main() {
         let (program, program_into) = median_pair(
             calls,
             &mut || drop(black_box(exe.run(&inputs).expect("runs"))),
-            &mut || exe.run_into(&inputs, &mut outs).expect("runs"),
+            &mut || {
+                exe.run_into(
+                    &inputs,
+                    &mut outs.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+                )
+                .expect("runs")
+            },
         );
         let direct = median(calls, &mut || {
             drop(black_box(x.add_bcast(&b, &[1]).expect("a row")))

@@ -347,6 +347,7 @@ pub fn unbroadcast_grads<'g, A: XlaElement, D: Dimension>(
 ) -> Result<(CowArray<'g, A, IxDyn>, CowArray<'g, A, IxDyn>)> {
     let out = numpy_shape_for("unbroadcast_grads", &[a_shape, b_shape])?;
     check_grad("unbroadcast_grads", &out, grad.shape())?;
-    let sum = |shape: &[usize]| borrowed_or_summed(grad, IxDyn(shape), |_| sum_to_shape(grad, shape));
+    let sum =
+        |shape: &[usize]| borrowed_or_summed(grad, IxDyn(shape), |_| sum_to_shape(grad, shape));
     Ok((sum(a_shape)?, sum(b_shape)?))
 }

@@ -107,7 +107,7 @@ pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     /// `identity` (sum: `0` and `+`; max: [`XlaOrd::xla_lowest`](crate::element::XlaOrd) and
     /// `xla_max`; product: `1` and `*`; ...).
     ///
-    /// For XLA's max and min over floats, fold with [`XlaOrd`](crate::element::XlaOrd)'s
+    /// For XLA's max and min over floats, fold with [`XlaOrd`]'s
     /// `xla_max` and `xla_min`, not `f32::max`: std's drops a NaN (`f32::max(NaN, 3.0)` is
     /// `3.0`), where XLA's `max` propagates it, as [`max_bcast`](crate::ops::ArithBcast::max_bcast) and
     /// the programs' `reduce_max` do.
@@ -240,7 +240,7 @@ pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     /// let d = array![[4.0, 1.0, 1.0], [2.0, f32::NAN, 0.0]];
     /// let nearest: Array1<usize> = d.argmin_in_dims([0]).unwrap(); // per row
     /// assert_eq!(nearest, array![1, 1]); // the first of the ties; NaN wins
-    /// assert_eq!(d.argmin_in_dims([1]).unwrap(), array![1, 0, 1]); // per column
+    /// assert_eq!(d.argmin_in_dims([1]).unwrap(), array![1, 1, 1]); // per column
     /// assert_eq!(d.argmin_in_dims(&[][..]).unwrap()[[]], 4); // over all, row-major
     /// ```
     ///
@@ -254,7 +254,8 @@ pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     where
         A: XlaOrd,
     {
-        let found = arg_extreme::<A, false>("argmin", self.array().view().into_dyn(), kept_dims.dims());
+        let found =
+            arg_extreme::<A, false>("argmin", self.array().view().into_dyn(), kept_dims.dims());
         crate::front::into_dim("argmin", found?)
     }
 
@@ -276,7 +277,8 @@ pub trait ReduceInDim<A, D: Dimension>: Sealed<A, D> {
     where
         A: XlaOrd,
     {
-        let found = arg_extreme::<A, true>("argmax", self.array().view().into_dyn(), kept_dims.dims());
+        let found =
+            arg_extreme::<A, true>("argmax", self.array().view().into_dyn(), kept_dims.dims());
         crate::front::into_dim("argmax", found?)
     }
 }
@@ -350,7 +352,7 @@ where
 /// The gradients of both operands of an `add`/`sub`-style XLA binary op (`lhs` and `rhs` with
 /// `broadcast_dimensions`), given the gradient of its result: `grad` summed back to each
 /// operand's shape. (For `sub`, negate the second.) An operand of the result's shape gets
-/// `grad` itself, borrowed: no copy ([`borrowed_or_summed`]).
+/// `grad` itself, borrowed: no copy.
 ///
 /// ```
 /// use ndarray::array;
@@ -483,7 +485,10 @@ pub(crate) fn arg_extreme<A: XlaOrd, const MAX: bool>(
 ) -> Result<ArrayD<usize>> {
     let out_shape = kept_check(op, x.shape(), kept)?;
     let other: Vec<usize> = (0..x.ndim()).filter(|d| !kept.contains(d)).collect();
-    let (outer, inner): (usize, usize) = (out_shape.iter().product(), other.iter().map(|&d| x.shape()[d]).product());
+    let (outer, inner): (usize, usize) = (
+        out_shape.iter().product(),
+        other.iter().map(|&d| x.shape()[d]).product(),
+    );
     if inner == 0 && outer > 0 {
         return Err(crate::BroadcastError::InDimInvalid {
             op,
@@ -493,7 +498,8 @@ pub(crate) fn arg_extreme<A: XlaOrd, const MAX: bool>(
             reason: format!("the dims {other:?} it reduces hold no element, which have no index"),
         });
     }
-    let mut out = engine::with_capacity::<usize>(outer).ok_or_else(|| engine::refused::<usize, _>(op, &IxDyn(&out_shape)))?;
+    let mut out = engine::with_capacity::<usize>(outer)
+        .ok_or_else(|| engine::refused::<usize, _>(op, &IxDyn(&out_shape)))?;
     out.resize(outer, 0);
     let rows = x.view().permuted_axes([kept, &other[..]].concat());
     let columns = x.view().permuted_axes([&other[..], kept].concat());

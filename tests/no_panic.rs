@@ -204,7 +204,9 @@ fn wrappers_and_adjoint() {
     let mut wrong = Array1::<f64>::zeros(5);
     refuses("reduce into", || a.reduce_in_dim_into(&[1], &mut wrong));
     let ones = Array1::<f64>::ones(3);
-    refuses("grads", || reduce::unbroadcast_grads(&[2, 3], &[3], &[1], &ones));
+    refuses("grads", || {
+        reduce::unbroadcast_grads(&[2, 3], &[3], &[1], &ones)
+    });
     refuses("numpy grads", || {
         numpy::unbroadcast_grads(&[2, 3], &[4], &a)
     });

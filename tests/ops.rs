@@ -1030,12 +1030,24 @@ fn size_misfit_suggests_the_dims_that_fit() {
         "{err}"
     );
     assert!(x.add_bcast(&gamma, &[3]).is_ok());
-    let err = x.add_bcast(&Array1::<f32>::ones(5), &[0]).unwrap_err().to_string();
+    let err = x
+        .add_bcast(&Array1::<f32>::ones(5), &[0])
+        .unwrap_err()
+        .to_string();
     assert!(err.ends_with("; [1] or [2] fit these shapes"), "{err}");
-    let err = x.add_bcast(&Array1::<f32>::ones(7), &[0]).unwrap_err().to_string();
-    assert!(err.ends_with("; no strictly increasing dims fit these shapes"), "{err}");
+    let err = x
+        .add_bcast(&Array1::<f32>::ones(7), &[0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.ends_with("; no strictly increasing dims fit these shapes"),
+        "{err}"
+    );
     // Equal ranks match dim to dim: nothing to suggest.
-    let err = x.add_bcast(&Array::<f32, _>::zeros((2, 5, 5, 7)), &[]).unwrap_err().to_string();
+    let err = x
+        .add_bcast(&Array::<f32, _>::zeros((2, 5, 5, 7)), &[])
+        .unwrap_err()
+        .to_string();
     assert!(err.ends_with("one of them 1"), "{err}");
 }
 

@@ -111,47 +111,45 @@ fn large_reductions_match_naive_and_are_thread_independent() {
     }
 }
 
-/// A sum down the rows adds each column's elements in index order up to 16 rows, one rounding
-/// per add; past that, groups of 16 rows in order, the groups' sums pairwise (the earlier on
-/// the left): the error grows with the log of the rows, not the rows. The same bits on any
+/// A sum down the rows adds each column's elements in index order up to 64 rows, one rounding
+/// per add; past that, groups of 64 rows in order, the groups' sums pairwise (halves, the
+/// first the larger): the error grows with the log of the rows, not the rows. The same bits on any
 /// number of threads.
 #[test]
 fn column_sums_add_pairwise_over_groups_of_rows() {
-    // A binary counter's tree: perfect trees of the powers of two that make up the count,
-    // largest first, added left to right.
-    fn tree(sums: &[f32]) -> f32 {
+    // Halves, the first the larger, down to single groups.
+    fn pairwise(sums: &[f32]) -> f32 {
         match sums.len() {
             1 => sums[0],
-            n => tree(&sums[..n / 2]) + tree(&sums[n / 2..]),
+            n => pairwise(&sums[..n.div_ceil(2)]) + pairwise(&sums[n.div_ceil(2)..]),
         }
     }
-    fn pairwise(mut sums: &[f32]) -> f32 {
-        let mut acc: Option<f32> = None;
-        while !sums.is_empty() {
-            let k = 1 << sums.len().ilog2();
-            let t = tree(&sums[..k]);
-            acc = Some(acc.map_or(t, |a| a + t));
-            sums = &sums[k..];
-        }
-        acc.unwrap()
-    }
-    for rows in [1, 3, 4, 5, 8, 16, 17, 37, 100] {
+    for rows in [1, 3, 5, 8, 64, 65, 130, 300] {
         let y = Array::from_shape_fn((rows, 23), |(i, j)| {
             ((i * 31 + j * 17) % 101) as f32 * 0.013 - 0.4
         });
         let got = y.reduce_in_dim(&[1, 23], &[0, 1]).unwrap();
-        let two = with_parallelism(Parallelism::Threads(2), || y.reduce_in_dim(&[1, 23], &[0, 1]).unwrap());
+        let two = with_parallelism(Parallelism::Threads(2), || {
+            y.reduce_in_dim(&[1, 23], &[0, 1]).unwrap()
+        });
         assert_eq!(got, two);
         for j in 0..23 {
             let col: Vec<f32> = y.column(j).to_vec();
-            let want = match rows > 16 {
+            let want = match rows > 64 {
                 false => col.iter().fold(0.0f32, |acc, &v| acc + v),
                 true => {
-                    let groups: Vec<f32> = col.chunks(16).map(|g| g.iter().fold(0.0f32, |a, &v| a + v)).collect();
+                    let groups: Vec<f32> = col
+                        .chunks(64)
+                        .map(|g| g.iter().fold(0.0f32, |a, &v| a + v))
+                        .collect();
                     0.0 + pairwise(&groups)
                 }
             };
-            assert_eq!(got[[0, j]].to_bits(), want.to_bits(), "{rows} rows, column {j}");
+            assert_eq!(
+                got[[0, j]].to_bits(),
+                want.to_bits(),
+                "{rows} rows, column {j}"
+            );
         }
     }
 }
@@ -409,22 +407,40 @@ fn naive_arg(x: &ArrayD<f32>, kept: &[usize], max: bool) -> ArrayD<usize> {
 fn argmin_and_argmax_are_the_first_extreme() {
     let mut seed = 11u64;
     let mut next = move || {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1442695040888963407);
         (seed >> 33) as usize
     };
-    let values = [1.0, -1.0, 0.0, -0.0, 2.5, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1.0];
+    let values = [
+        1.0,
+        -1.0,
+        0.0,
+        -0.0,
+        2.5,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.0,
+    ];
     let kepts: [&[usize]; 8] = [&[], &[0], &[1], &[2], &[0, 1], &[2, 0], &[1, 2], &[0, 1, 2]];
     for round in 0..24 {
         let shape = [1 + next() % 5, 1 + next() % 6, 1 + next() % 40];
         let nan_free = round % 3 == 0;
         let base = ArrayD::from_shape_fn(IxDyn(&shape), |_| {
             let v = values[next() % values.len()];
-            if nan_free && v.is_nan() { 3.0 } else { v }
+            if nan_free && v.is_nan() {
+                3.0
+            } else {
+                v
+            }
         });
         let views = [
             base.view(),
             base.view().reversed_axes(),
-            base.slice_each_axis(|ax| ndarray::Slice::new(0, None, if ax.axis.index() == 2 { -1 } else { 1 })),
+            base.slice_each_axis(|ax| {
+                ndarray::Slice::new(0, None, if ax.axis.index() == 2 { -1 } else { 1 })
+            }),
         ];
         for x in views {
             let owned = x.to_owned();
@@ -448,7 +464,10 @@ fn argmin_and_argmax_are_the_first_extreme() {
         let want = naive_arg(&x.clone().into_dyn(), &kept, false);
         let serial = with_parallelism(Parallelism::Serial, || x.argmin_in_dims(kept).unwrap());
         let two = with_parallelism(Parallelism::Threads(2), || x.argmin_in_dims(kept).unwrap());
-        assert_eq!((serial.clone().into_dyn(), two.into_dyn()), (want.clone(), want));
+        assert_eq!(
+            (serial.clone().into_dyn(), two.into_dyn()),
+            (want.clone(), want)
+        );
     }
 }
 
@@ -488,10 +507,14 @@ fn unbroadcast_grads_borrow_a_gradient_that_fits() {
 #[test]
 fn xla_max_fold_keeps_nan() {
     let x = array![[1.0f32, f32::NAN, 3.0]];
-    let xla = x.reduce_in_dim_with([1], &[0], f32::xla_lowest(), f32::xla_max).unwrap();
+    let xla = x
+        .reduce_in_dim_with([1], &[0], f32::xla_lowest(), f32::xla_max)
+        .unwrap();
     assert!(xla[0].is_nan());
     let bcast = x.max_bcast(&array![0.0f32], &[0]).unwrap();
     assert!(bcast[[0, 1]].is_nan());
-    let std_max = x.reduce_in_dim_with([1], &[0], f32::NEG_INFINITY, f32::max).unwrap();
+    let std_max = x
+        .reduce_in_dim_with([1], &[0], f32::NEG_INFINITY, f32::max)
+        .unwrap();
     assert_eq!(std_max[0], 3.0);
 }

@@ -44,7 +44,11 @@ fn check(name: &str, p: &Program, inputs: &[Tensor]) -> Executable {
             other => other.clone(),
         })
         .collect();
-    exe.run_into(inputs, &mut outs).unwrap();
+    exe.run_into(
+        inputs,
+        &mut outs.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+    )
+    .unwrap();
     for (k, (g, w)) in outs.iter().zip(&want).enumerate() {
         assert!(
             bits(g) == bits(w),
@@ -140,7 +144,11 @@ fn kept_intermediates_are_written_over() {
                     "allocating, F order: {fortran}"
                 );
                 let mut out = [Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[m, n])))];
-                exe.run_into(&inputs, &mut out).unwrap();
+                exe.run_into(
+                    &inputs,
+                    &mut out.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+                )
+                .unwrap();
                 assert!(bits(&out[0]) == bits(&want[0]), "into, F order: {fortran}");
             }
         }
@@ -299,7 +307,11 @@ fn check_into_spaced(name: &str, p: &Program, exe: &Executable, inputs: &[Tensor
     for w in &want[1..] {
         outs.push(Tensor::from(ArrayD::<f32>::zeros(IxDyn(w.shape()))));
     }
-    exe.run_into(inputs, &mut outs).unwrap();
+    exe.run_into(
+        inputs,
+        &mut outs.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+    )
+    .unwrap();
     for (k, (g, w)) in outs.iter().zip(&want).enumerate() {
         assert!(bits(g) == bits(w), "{name}, into spaced rows: output {k}");
     }
@@ -431,12 +443,21 @@ fn bad_inputs_and_outputs_are_errors() {
     );
     let mut none: Vec<Tensor> = vec![];
     assert_eq!(
-        message(exe.run_into(&[x.clone(), b.clone()], &mut none)),
+        message(exe.run_into(
+            &[x.clone(), b.clone()],
+            &mut none.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>()
+        )),
         "run_into: program \"bias_relu\" takes 1 outputs, but 0 were given"
     );
-    let mut wrong_shape = vec![Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[3, 2])))];
+    let mut wrong_shape = [Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[3, 2])))];
     let err = exe
-        .run_into(&[x.clone(), b.clone()], &mut wrong_shape)
+        .run_into(
+            &[x.clone(), b.clone()],
+            &mut wrong_shape
+                .iter_mut()
+                .map(Tensor::view_mut)
+                .collect::<Vec<_>>(),
+        )
         .unwrap_err();
     assert!(
         matches!(err, BroadcastError::ArgumentShape { .. }),
@@ -446,9 +467,17 @@ fn bad_inputs_and_outputs_are_errors() {
         err.to_string(),
         "run_into: output 0 of program \"bias_relu\" has shape [3, 2] but must have shape [2, 3]"
     );
-    let mut wrong_type = vec![Tensor::from(ArrayD::<i32>::zeros(IxDyn(&[2, 3])))];
+    let mut wrong_type = [Tensor::from(ArrayD::<i32>::zeros(IxDyn(&[2, 3])))];
     assert_eq!(
-        message(exe.run_into(&[x.clone(), b.clone()], &mut wrong_type)),
+        message(
+            exe.run_into(
+                &[x.clone(), b.clone()],
+                &mut wrong_type
+                    .iter_mut()
+                    .map(Tensor::view_mut)
+                    .collect::<Vec<_>>()
+            )
+        ),
         "run_into: element types i32: output 0 of program \"bias_relu\" is i32, but must be f32"
     );
     // The program's own run says the same, by its own name.
@@ -868,7 +897,11 @@ fn leading_dim_softmaxes_match_run() {
             for w in &want[1..] {
                 outs.push(Tensor::from(ArrayD::<f32>::zeros(IxDyn(w.shape()))));
             }
-            exe.run_into(std::slice::from_ref(&x), &mut outs).unwrap();
+            exe.run_into(
+                std::slice::from_ref(&x),
+                &mut outs.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+            )
+            .unwrap();
             for (j, (g, w)) in outs.iter().zip(&want).enumerate() {
                 assert!(bits(g) == bits(w), "{name}, into spaced rows: output {j}");
             }
@@ -890,7 +923,7 @@ fn outputs_read_later_are_written_in_place() {
         ];
         let want = p.run(&inputs).unwrap();
         let exe = p.compile().unwrap();
-        let mut outs = vec![
+        let mut outs = [
             Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[m, n]))),
             Tensor::from(ArrayD::<f32>::zeros(IxDyn(&[n]))),
         ];
@@ -900,7 +933,11 @@ fn outputs_read_later_are_written_in_place() {
         };
         let before = ptr(&outs[0]);
         for _ in 0..2 {
-            exe.run_into(&inputs, &mut outs).unwrap();
+            exe.run_into(
+                &inputs,
+                &mut outs.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+            )
+            .unwrap();
             assert_eq!(ptr(&outs[0]), before, "dz was not written in place");
             for (k, (g, w)) in outs.iter().zip(&want).enumerate() {
                 assert!(bits(g) == bits(w), "({m}, {n}) output {k} differs");
@@ -1001,8 +1038,12 @@ fn transposed_inputs_match_elementwise() {
             let exe = p.compile().unwrap();
             let got = exe.run_views(views).unwrap();
             assert!(got[0] == want, "{name} {what}: executable");
-            let mut outs = vec![Tensor::from(ArrayD::from_elem(want.shape(), make(0)))];
-            exe.run_views_into(views, &mut outs).unwrap();
+            let mut outs = [Tensor::from(ArrayD::from_elem(want.shape(), make(0)))];
+            exe.run_views_into(
+                views,
+                &mut outs.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+            )
+            .unwrap();
             assert!(outs[0] == want, "{name} {what}: executable into");
             assert!(p.run_views(views).unwrap()[0] == want, "{name} {what}: run");
         };
@@ -1066,7 +1107,9 @@ fn arg_reductions_iotas_and_constants_match_run() {
     let mut rng = Rng(0x0bad_cafe_f00d_d00d);
     let mut p = Program::new("new ops");
     let x = p.parameter::<f32>(&[6, 50]);
-    let c = p.constant_array(&ndarray::Array2::from_shape_fn((6, 50), |(i, j)| (i * j % 7) as f32));
+    let c = p.constant_array(&ndarray::Array2::from_shape_fn((6, 50), |(i, j)| {
+        (i * j % 7) as f32
+    }));
     let y = p.sub(x, c, &[]).unwrap();
     let e = p.exp(y).unwrap();
     let i = p.argmax::<i32>(e, 1).unwrap();
@@ -1082,7 +1125,11 @@ fn arg_reductions_iotas_and_constants_match_run() {
         a[[4, 0]] = a[[4, 1]]; // ties
     }
     let want = p.run(std::slice::from_ref(&input)).unwrap();
-    let got = p.compile().unwrap().run(std::slice::from_ref(&input)).unwrap();
+    let got = p
+        .compile()
+        .unwrap()
+        .run(std::slice::from_ref(&input))
+        .unwrap();
     for (g, w) in got.iter().zip(&want) {
         assert!(bits(g) == bits(w));
     }
@@ -1106,7 +1153,8 @@ fn outputs_go_into_the_callers_views() {
     let want = p.run(&inputs).unwrap();
     let exe = p.compile().unwrap();
     let mut y = Array4::<f32>::zeros((2, 3, 4, 5));
-    exe.run_into(&inputs, &mut [TensorViewMut::from(&mut y)]).unwrap();
+    exe.run_into(&inputs, &mut [TensorViewMut::from(&mut y)])
+        .unwrap();
     assert!(bits(&Tensor::from(y.clone())) == bits(&want[0]));
     // A transposed view of the caller's, and an output that a later stage reads.
     let mut q = Program::new("dense backward");
@@ -1119,24 +1167,43 @@ fn outputs_go_into_the_callers_views() {
     let db = q.reduce_sum(dz, &[0]).unwrap();
     q.output(dz).unwrap();
     q.output(db).unwrap();
-    let (a, b) = (tensor(&mut rng, &[m, n], false), tensor(&mut rng, &[m, n], false));
+    let (a, b) = (
+        tensor(&mut rng, &[m, n], false),
+        tensor(&mut rng, &[m, n], false),
+    );
     let want = q.run(&[a.clone(), b.clone()]).unwrap();
     let exe = q.compile().unwrap();
     let mut dz_t = Array2::<f32>::zeros((n, m));
     let mut db_out = Array1::<f32>::zeros(n);
     let views = [TensorView::from(&a), TensorView::from(&b)];
-    let into = [TensorViewMut::from(dz_t.view_mut().reversed_axes()), TensorViewMut::from(&mut db_out)];
+    let into = [
+        TensorViewMut::from(dz_t.view_mut().reversed_axes()),
+        TensorViewMut::from(&mut db_out),
+    ];
     exe.run_views_into(&views, &mut { into }).unwrap();
     assert!(bits(&Tensor::from(dz_t.t().to_owned())) == bits(&want[0]));
     assert!(bits(&Tensor::from(db_out.clone())) == bits(&want[1]));
     let mut dz = Array2::<f32>::zeros((m, n)); // laid out as `run` lays it out: lent
-    exe.run_into(&[a.clone(), b.clone()], &mut [TensorViewMut::from(&mut dz), TensorViewMut::from(&mut db_out)]).unwrap();
+    exe.run_into(
+        &[a.clone(), b.clone()],
+        &mut [
+            TensorViewMut::from(&mut dz),
+            TensorViewMut::from(&mut db_out),
+        ],
+    )
+    .unwrap();
     assert!(bits(&Tensor::from(dz)) == bits(&want[0]));
     assert!(bits(&Tensor::from(db_out)) == bits(&want[1]));
     // The wrong rank is an error that names the output.
     let mut wrong = Array1::<f32>::zeros(m * n);
     let err = exe
-        .run_views_into(&views, &mut [TensorViewMut::from(&mut wrong), TensorViewMut::from(&mut Array1::<f32>::zeros(n))])
+        .run_views_into(
+            &views,
+            &mut [
+                TensorViewMut::from(&mut wrong),
+                TensorViewMut::from(&mut Array1::<f32>::zeros(n)),
+            ],
+        )
         .unwrap_err();
     assert!(err.to_string().contains("output 0"), "{err}");
 }

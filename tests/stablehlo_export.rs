@@ -703,7 +703,12 @@ where
             p.output(a.unwrap()).unwrap();
             p.output(b.unwrap()).unwrap();
             let name = if max { "argmax" } else { "argmin" };
-            case(format!("{name}[{axis}]/{ty}"), &p, vec![random::<T>(rng, &[5, 4, 3])], corpus);
+            case(
+                format!("{name}[{axis}]/{ty}"),
+                &p,
+                vec![random::<T>(rng, &[5, 4, 3])],
+                corpus,
+            );
         }
     }
     let mut p = Program::new("constants");
@@ -729,7 +734,10 @@ fn iotas(corpus: &mut Vec<Json>) {
     case("iota".to_string(), &p, vec![], corpus);
     let mut p = Program::new("causal");
     let x = p.parameter::<f32>(&[2, 5, 5]);
-    let (q, k) = (p.iota::<i32>(&[5, 5], 0).unwrap(), p.iota::<i32>(&[5, 5], 1).unwrap());
+    let (q, k) = (
+        p.iota::<i32>(&[5, 5], 0).unwrap(),
+        p.iota::<i32>(&[5, 5], 1).unwrap(),
+    );
     let keep = p.le(k, q, &[]).unwrap();
     let keep = p.broadcast_in_dim(keep, &[2, 5, 5], &[1, 2]).unwrap();
     let low = p.constant(f32::NEG_INFINITY);
@@ -737,7 +745,12 @@ fn iotas(corpus: &mut Vec<Json>) {
     let masked = p.select(keep, x, low).unwrap();
     p.output(masked).unwrap();
     let mut rng = Rng(0x510e_527f_ade6_82d1);
-    case("causal mask".to_string(), &p, vec![random::<f32>(&mut rng, &[2, 5, 5])], corpus);
+    case(
+        "causal mask".to_string(),
+        &p,
+        vec![random::<f32>(&mut rng, &[2, 5, 5])],
+        corpus,
+    );
 }
 
 /// Random chains of ops with random broadcasting: degenerate dims, rank-0 and lower-rank

@@ -60,8 +60,18 @@ fn executables_read_borrowed_inputs_without_copying_them() {
     // Into the caller's output, from borrowed views: after a first call, no large allocation.
     let mut out = [Tensor::from(ArrayD::<f32>::zeros(ndarray::IxDyn(&[m, n])))];
     let views = [TensorView::from(&xs), TensorView::from(&bs)];
-    exe.run_views_into(&views, &mut out).unwrap();
-    let bytes = allocated(|| exe.run_views_into(&views, &mut out).unwrap());
+    exe.run_views_into(
+        &views,
+        &mut out.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let bytes = allocated(|| {
+        exe.run_views_into(
+            &views,
+            &mut out.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+        )
+        .unwrap()
+    });
     assert!(
         bytes < input_bytes / 8,
         "{bytes} bytes for a {input_bytes}-byte input"
@@ -71,7 +81,13 @@ fn executables_read_borrowed_inputs_without_copying_them() {
     // A transposed view is read where it lies too.
     let xt = xs.t().to_owned();
     let views = [TensorView::from(xt.t()), TensorView::from(&bs)];
-    let bytes = allocated(|| exe.run_views_into(&views, &mut out).unwrap());
+    let bytes = allocated(|| {
+        exe.run_views_into(
+            &views,
+            &mut out.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+        )
+        .unwrap()
+    });
     assert!(
         bytes < input_bytes / 8,
         "{bytes} bytes for a transposed input"
@@ -86,7 +102,13 @@ fn executables_read_borrowed_inputs_without_copying_them() {
         Tensor::from(xs.clone().into_dyn()),
         Tensor::from(bs.clone().into_dyn()),
     ];
-    let bytes = allocated(|| exe.run_into(&owned, &mut out).unwrap());
+    let bytes = allocated(|| {
+        exe.run_into(
+            &owned,
+            &mut out.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+        )
+        .unwrap()
+    });
     assert!(bytes < input_bytes / 8, "{bytes} bytes");
     // `Program::run` reads views in place as well.
     let got = p.run_views(&views).unwrap();

@@ -494,7 +494,7 @@ fn in_dims_borrowed_and_scaled() {
     let x = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
     let g = array![1.0, 10.0, 100.0];
     let placed = g.in_dims(&[1]);
-    let by_ref = x.strict() * &placed;
+    let by_ref = x.strict() * placed;
     let by_value = x.strict() * placed;
     assert_eq!(by_ref, by_value);
     let mut y = x.clone().into_strict();

@@ -10,8 +10,6 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::slice;
 
-use smallvec::SmallVec;
-
 use super::operand::{Operand, Src};
 
 /// One elementwise operation over `N` operands as the engine walks it: its inputs (operands
@@ -33,16 +31,27 @@ pub(crate) trait BlockKernel<const N: usize>: Sync {
     /// distinct from each other and from every element read, and no other thread touches them.
     unsafe fn block(&self, ptrs: [*mut u8; N], blk: Block<N>, written: &Cell<usize>);
 
-    /// [`block`](BlockKernel::block) compiled with AVX2, so that its loops vectorise 256 bits
-    /// wide. Results do not depend on the copy: the same scalar operations run either way, only
-    /// more of them at once.
+    /// [`block`](BlockKernel::block) in [`widest`]'s copy: its loops vectorise 256 bits wide
+    /// on a CPU with AVX2. Results do not depend on the copy: the same scalar operations run
+    /// either way, only more of them at once.
     ///
     /// # Safety
-    /// As [`block`](BlockKernel::block), on a CPU with AVX2.
-    #[cfg(target_arch = "x86_64")]
+    /// As [`block`](BlockKernel::block).
     unsafe fn block_wide(&self, ptrs: [*mut u8; N], blk: Block<N>, written: &Cell<usize>) {
-        // SAFETY: as the caller promised.
-        unsafe { block_avx2(self, ptrs, blk, written) }
+        widest(BlockCall(self, ptrs, blk, written))
+    }
+}
+
+/// A kernel's call, for [`widest`]: made only by [`BlockKernel::block_wide`], from its caller's
+/// promise.
+struct BlockCall<'a, K: ?Sized, const N: usize>(&'a K, [*mut u8; N], Block<N>, &'a Cell<usize>);
+
+impl<K: BlockKernel<N> + ?Sized, const N: usize> Widest for BlockCall<'_, K, N> {
+    type Out = ();
+    #[inline(always)]
+    fn run(self) {
+        // SAFETY: as `block_wide`'s caller promised.
+        unsafe { self.0.block(self.1, self.2, self.3) }
     }
 }
 
@@ -50,8 +59,8 @@ pub(crate) trait BlockKernel<const N: usize>: Sync {
 /// overwrite. The engine's entry points take kernels that write the array they are given.
 pub(crate) trait Writes<S> {}
 
-/// Runs `kernel.block(ptrs, block, written)`, its AVX2 copy where the CPU has it (checked at
-/// run time; the crate itself targets the baseline instruction set).
+/// Runs `kernel.block(ptrs, block, written)` in the widest copy this CPU runs ([`widest`]; the
+/// crate itself targets the baseline instruction set).
 ///
 /// # Safety
 /// As [`BlockKernel::block`].
@@ -62,18 +71,13 @@ pub(crate) unsafe fn call<const N: usize>(
     block: Block<N>,
     written: &Cell<usize>,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if simd() >= Simd::Avx2 {
-        // SAFETY: `simd` checked that this CPU has AVX2 and FMA; the block as the caller promised.
-        return unsafe { kernel.block_wide(ptrs, block, written) };
-    }
     // SAFETY: as the caller promised.
-    unsafe { kernel.block(ptrs, block, written) }
+    unsafe { kernel.block_wide(ptrs, block, written) }
 }
 
 /// The vector instruction sets the engine compiles copies of its loops for. Every dispatch
 /// takes the widest this CPU runs from [`simd`], the one place that decides: the kernels'
-/// AVX2 copy ([`call`]), the kernel table's AVX-512 and AVX2 copies, the AVX register
+/// AVX2 copy ([`call`]), the kernel table's copies ([`widest`]), the AVX register
 /// transposes. Every copy gives the same bits.
 /// (x86-64 only: elsewhere every loop is the baseline's.)
 #[cfg(target_arch = "x86_64")]
@@ -81,7 +85,6 @@ pub(crate) unsafe fn call<const N: usize>(
 pub(crate) enum Simd {
     Baseline,
     Avx2, // with FMA and AVX, which every AVX2 CPU has
-    Avx512,
 }
 
 /// This CPU's widest [`Simd`]; the baseline in the unit tests that clear `tests::WIDE_SIMD`.
@@ -92,31 +95,11 @@ pub(crate) fn simd() -> Simd {
     if !tests::WIDE_SIMD.load(std::sync::atomic::Ordering::Relaxed) {
         return Simd::Baseline;
     }
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        return Simd::Avx512;
-    }
     let avx2 = std::arch::is_x86_feature_detected!("avx2");
     if avx2 && std::arch::is_x86_feature_detected!("fma") {
         return Simd::Avx2;
     }
     Simd::Baseline
-}
-
-/// `kernel.block`, inlined into a copy compiled with AVX2 and FMA (so that [`crate::math`]'s
-/// `mul_add`s in a closure are one instruction, the same bits as the platform's `fma`).
-///
-/// # Safety
-/// The CPU supports AVX2 and FMA; the block as [`BlockKernel::block`] requires.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn block_avx2<K: BlockKernel<N> + ?Sized, const N: usize>(
-    kernel: &K,
-    ptrs: [*mut u8; N],
-    block: Block<N>,
-    written: &Cell<usize>,
-) {
-    // SAFETY: as the caller promised.
-    unsafe { kernel.block(ptrs, block, written) }
 }
 
 /// Work compiled into each instruction set's copy: [`widest`] runs it in the AVX2 and FMA copy
@@ -647,7 +630,9 @@ unsafe fn fold_row<A: Clone>(
                 }
                 for (l, chunk) in lanes.iter_mut().zip(&chunks) {
                     if (fold.nan)(l) {
-                        *l = chunk.iter().fold(identity.clone(), |acc, x| f(acc, x.clone()));
+                        *l = chunk
+                            .iter()
+                            .fold(identity.clone(), |acc, x| f(acc, x.clone()));
                     }
                 }
                 (lanes, &b[LANES * m..])
@@ -665,97 +650,47 @@ unsafe fn fold_row<A: Clone>(
     }
 }
 
-/// Elements of a run that [`pairwise_lanes`] folds into its lanes before they join the
-/// pairwise tree: 16 per lane.
-const BLOCK: usize = LANES * 16;
+/// Elements of a run that [`pairwise_lanes`] folds in lanes, in order, before halving.
+const BLOCK: usize = LANES * 64;
+/// Rows that [`rows_pairwise`] folds in order, before halving.
+const LEAF: usize = 64;
+/// Columns of a tile of [`fold_rows_pairwise`]: a partial run of 4-8 KiB.
+const TILE: usize = 1024;
 
-/// `b` folded with `op` (commutative) into [`LANES`] lanes, pairwise: each block of [`BLOCK`]
-/// elements in lanes from `identity` (element `i` into lane `i % LANES`), the blocks' lanes then
-/// combined as a balanced tree ([`Pairwise`]), so that a float sum's error grows with the log of
-/// the length, not the length (16 additions per lane, then one per level).
-#[inline(always)]
+/// `b` folded with `op` (commutative) into [`LANES`] lanes, pairwise (as NumPy sums): the two
+/// halves (cut at a whole number of [`BLOCK`]s, the first the larger) folded apart and their
+/// lanes combined, down to a block, folded in lanes from `identity` (element `i` into lane
+/// `i % LANES`). A float sum's error grows with the log of the length, not the length.
 fn pairwise_lanes<A: Clone>(b: &[A], identity: &A, op: &impl Fn(A, A) -> A) -> [A; LANES] {
-    let mut tree = Pairwise::default();
-    let merge = |p: &mut [A; LANES], q: &[A; LANES]| {
-        for (x, y) in p.iter_mut().zip(q) {
-            *x = op(x.clone(), y.clone());
+    if b.len() > BLOCK {
+        let mid = b.len().div_ceil(2 * BLOCK) * BLOCK;
+        let mut lanes = pairwise_lanes(&b[..mid], identity, op);
+        for (x, y) in lanes
+            .iter_mut()
+            .zip(pairwise_lanes(&b[mid..], identity, op))
+        {
+            *x = op(x.clone(), y);
         }
-    };
-    for block in b.chunks(BLOCK) {
-        let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
-        let chunks = block.chunks_exact(LANES);
-        let tail = chunks.remainder();
-        for chunk in chunks {
-            for (l, x) in lanes.iter_mut().zip(chunk) {
-                *l = op(l.clone(), x.clone());
-            }
-        }
-        for (l, x) in lanes.iter_mut().zip(tail) {
+        return lanes;
+    }
+    let mut lanes: [A; LANES] = std::array::from_fn(|_| identity.clone());
+    let chunks = b.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (l, x) in lanes.iter_mut().zip(chunk) {
             *l = op(l.clone(), x.clone());
         }
-        tree.push(lanes, &merge);
     }
-    tree.finish(&merge).unwrap_or_else(|| std::array::from_fn(|_| identity.clone()))
-}
-
-/// Partial results combined pairwise as they come, a binary counter: `levels[k]` holds the
-/// combination of `2^k` consecutive partials, and a push merges equal levels (the earlier on
-/// the left, so the order of the partials is kept). `finish` gives a tree of depth `log2` of
-/// the count: the error of a float sum grows with that depth. The partials a merge consumed
-/// are kept for reuse ([`Pairwise::spare`]).
-struct Pairwise<T> {
-    levels: SmallVec<[Option<T>; 8]>,
-    spare: SmallVec<[T; 2]>,
-}
-
-impl<T> Default for Pairwise<T> {
-    fn default() -> Self {
-        Pairwise {
-            levels: SmallVec::new(),
-            spare: SmallVec::new(),
-        }
+    for (l, x) in lanes.iter_mut().zip(tail) {
+        *l = op(l.clone(), x.clone());
     }
-}
-
-impl<T> Pairwise<T> {
-    #[inline(always)]
-    fn push(&mut self, mut t: T, merge: &impl Fn(&mut T, &T)) {
-        for slot in self.levels.iter_mut() {
-            match slot.take() {
-                Some(mut earlier) => {
-                    merge(&mut earlier, &t);
-                    self.spare.push(std::mem::replace(&mut t, earlier));
-                }
-                None => return *slot = Some(t),
-            }
-        }
-        self.levels.push(Some(t));
-    }
-
-    /// A partial that a merge consumed, to be filled again.
-    fn spare(&mut self) -> Option<T> {
-        self.spare.pop()
-    }
-
-    /// The combination of every partial pushed (`None` for none), earliest on the left.
-    #[inline(always)]
-    fn finish(self, merge: &impl Fn(&mut T, &T)) -> Option<T> {
-        let mut acc: Option<T> = None;
-        for t in self.levels.into_iter().rev().flatten() {
-            match &mut acc {
-                Some(a) => merge(a, &t),
-                None => acc = Some(t),
-            }
-        }
-        acc
-    }
+    lanes
 }
 
 /// Rows of a block that all fold into one accumulator run (`step[0] == 0`: a fold over leading
-/// dims), pairwise: in tiles of [`TILE`] columns, each group of [`LEAF`] rows folded in row
-/// order into a partial run from the identity, the partials combined as a balanced tree
-/// ([`Pairwise`]), the total into the accumulator. An accumulator of one element (`s[0] == 0`)
-/// takes each row's [`fold_row`] as a partial instead.
+/// dims), pairwise: in tiles of [`TILE`] columns ([`rows_pairwise`]), each tile's total into
+/// the accumulator run, or into its one element (`s[0] == 0`: the columns fold too) as a row
+/// ([`fold_row`]).
 ///
 /// # Safety
 /// As [`fold_block`].
@@ -763,71 +698,76 @@ impl<T> Pairwise<T> {
 unsafe fn fold_rows_pairwise<A: Clone>(
     o: *mut A,
     b: *const A,
-    Block {
-        n,
-        inner: s,
-        rows,
-        step,
-    }: Block<2>,
+    blk: Block<2>,
     fold: &Fold<'_, A, impl Fn(A, A) -> A, impl Fn(A, A) -> A>,
 ) {
-    let (f, identity) = (fold.f, fold.identity);
-    // SAFETY: as the caller promised: row `r`'s `n` elements from `b + r * step[1]`, `s[1]`
-    // apart, and the accumulator run's `n` elements, `s[0]` apart, this thread's alone.
-    unsafe {
-        if s[0] == 0 {
-            let mut tree = Pairwise::default();
-            for r in 0..rows as isize {
-                let mut t = identity.clone();
-                fold_row(&mut t, b.offset(r * step[1]), n, s, fold);
-                tree.push(t, &|a: &mut A, t: &A| *a = f(a.clone(), t.clone()));
+    let (n, s) = (blk.n, blk.inner);
+    for c0 in (0..n).step_by(TILE) {
+        let w = TILE.min(n - c0);
+        // SAFETY: as the caller promised: row `r`'s `n` elements from `b + r * step[1]`, `s[1]`
+        // apart, and the accumulator run's `n` elements, `s[0]` apart, this thread's alone.
+        unsafe {
+            let total = rows_pairwise(b.offset(c0 as isize * s[1]), blk, w, 0..blk.rows, fold);
+            if s[0] == 0 {
+                fold_row(o, total.as_ptr(), w, [0, 1], fold);
+                continue;
             }
-            if let Some(t) = tree.finish(&|a: &mut A, t: &A| *a = f(a.clone(), t.clone())) {
-                *o = f((*o).clone(), t);
-            }
-            return;
-        }
-        let merge = |p: &mut Vec<A>, q: &Vec<A>| {
-            for (x, y) in p.iter_mut().zip(q) {
-                *x = f(x.clone(), y.clone());
-            }
-        };
-        for c0 in (0..n).step_by(TILE) {
-            let w = TILE.min(n - c0);
-            let mut tree = Pairwise::default();
-            for r0 in (0..rows).step_by(LEAF) {
-                let mut part: Vec<A> = tree.spare().unwrap_or_default();
-                part.clear();
-                part.resize(w, identity.clone());
-                for r in r0..(r0 + LEAF).min(rows) {
-                    let row = b.offset(r as isize * step[1] + c0 as isize * s[1]);
-                    match s[1] {
-                        1 => {
-                            for (p, x) in part.iter_mut().zip(slice::from_raw_parts(row, w)) {
-                                *p = f(p.clone(), x.clone());
-                            }
-                        }
-                        sb => {
-                            for (i, p) in part.iter_mut().enumerate() {
-                                *p = f(p.clone(), (*row.offset(i as isize * sb)).clone());
-                            }
-                        }
-                    }
-                }
-                tree.push(part, &merge);
-            }
-            for (i, t) in tree.finish(&merge).into_iter().flatten().enumerate() {
+            for (i, t) in total.into_iter().enumerate() {
                 let o = &mut *o.offset((c0 + i) as isize * s[0]);
-                *o = f(o.clone(), t);
+                *o = (fold.f)(o.clone(), t);
             }
         }
     }
 }
 
-/// Rows of a leaf of [`fold_rows_pairwise`], folded in order before the tree.
-const LEAF: usize = 16;
-/// Columns of a tile of [`fold_rows_pairwise`]: a partial run of 4-8 KiB.
-const TILE: usize = 1024;
+/// The `w` columns from `b` of rows `rows` of `blk` folded pairwise into a fresh run: the two
+/// halves (cut at a whole number of [`LEAF`]s, the first the larger) folded apart and combined
+/// column by column, down to a leaf, folded in row order from the identity (four rows a pass
+/// where they are runs: a quarter of the partial's loads and stores).
+///
+/// # Safety
+/// Row `r`'s `w` elements from `b + r * blk.step[1]`, `blk.inner[1]` apart, are elements of
+/// the source.
+unsafe fn rows_pairwise<A: Clone>(
+    b: *const A,
+    blk: Block<2>,
+    w: usize,
+    rows: std::ops::Range<usize>,
+    fold: &Fold<'_, A, impl Fn(A, A) -> A, impl Fn(A, A) -> A>,
+) -> Vec<A> {
+    let (f, sb) = (fold.f, blk.inner[1]);
+    // SAFETY: rows of `rows`, as the caller promised.
+    unsafe {
+        if rows.len() > LEAF {
+            let mid = rows.start + rows.len().div_ceil(2 * LEAF) * LEAF;
+            let mut part = rows_pairwise(b, blk, w, rows.start..mid, fold);
+            for (p, q) in part
+                .iter_mut()
+                .zip(rows_pairwise(b, blk, w, mid..rows.end, fold))
+            {
+                *p = f(p.clone(), q);
+            }
+            return part;
+        }
+        let row = |r: usize| b.offset(r as isize * blk.step[1]);
+        let mut part = vec![fold.identity.clone(); w];
+        let mut r = rows.start;
+        while sb == 1 && r + 4 <= rows.end {
+            let x: [&[A]; 4] = std::array::from_fn(|k| slice::from_raw_parts(row(r + k), w));
+            for (i, p) in part.iter_mut().enumerate() {
+                let two = f(f(p.clone(), x[0][i].clone()), x[1][i].clone());
+                *p = f(f(two, x[2][i].clone()), x[3][i].clone());
+            }
+            r += 4;
+        }
+        for r in r..rows.end {
+            for (i, p) in part.iter_mut().enumerate() {
+                *p = f(p.clone(), (*row(r).offset(i as isize * sb)).clone());
+            }
+        }
+        part
+    }
+}
 
 /// [`fold_row`] over each run of a block (operand 0 the accumulator, 1 the source); in any
 /// order, rows that all fold into one accumulator run (a fold over leading dims) pairwise
@@ -849,7 +789,13 @@ pub(crate) unsafe fn fold_block<A: Clone>(
             return fold_rows_pairwise(o, b, blk, fold);
         }
         for r in 0..blk.rows as isize {
-            fold_row(o.offset(r * blk.step[0]), b.offset(r * blk.step[1]), blk.n, blk.inner, fold);
+            fold_row(
+                o.offset(r * blk.step[0]),
+                b.offset(r * blk.step[1]),
+                blk.n,
+                blk.inner,
+                fold,
+            );
         }
     }
 }

@@ -371,6 +371,10 @@ unsafe fn walk<const N: usize>(
     });
 }
 
+/// The unit tests' switch to the baseline copies ([`kernel::simd`]).
+#[cfg(test)]
+pub(crate) use kernel::tests::WIDE_SIMD;
+
 #[cfg(test)]
 #[cfg(target_arch = "x86_64")]
 mod tests {

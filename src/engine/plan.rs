@@ -27,24 +27,21 @@ impl<const N: usize> Plan<N> {
     /// Plans a walk over `shape`; `strides[k]` are operand `k`'s strides at that shape and
     /// `priority` orders the operands whose strides decide the loop order, most important first.
     pub fn new(shape: &[usize], strides: [&[isize]; N], priority: [usize; N]) -> Self {
-        let mut axes = long_dims(shape);
-        let key = |ax: usize| {
-            let mut key = [0; N];
-            for (j, &k) in priority.iter().enumerate() {
-                key[j] = strides[k][ax].unsigned_abs();
-            }
-            key
+        Self::over(shape, strides, sorted(shape, &strides, priority))
+    }
+
+    /// [`Plan::new`] for a fold in any order, operand 0 the accumulator: the dims in the
+    /// source's memory order, but among the outer ones (all but the innermost) those the
+    /// accumulator keeps go first, so that the dims it folds come together next to the block:
+    /// its rows then fold pairwise into one accumulator run ([`super::kernel::fold_block`]).
+    pub fn folding(shape: &[usize], strides: [&[isize]; N], priority: [usize; N]) -> Self {
+        let axes = sorted(shape, &strides, priority);
+        let Some((&inner, outer)) = axes.split_last() else {
+            return Self::over(shape, strides, axes);
         };
-        // Largest strides outermost, the logical order kept on ties: an insertion sort, stable,
-        // free on arrays already in order, and a few lines where the library's sort is a
-        // thousand per operand count (a walk has a handful of dims).
-        for i in 1..axes.len() {
-            let mut j = i;
-            while j > 0 && key(axes[j - 1]) < key(axes[j]) {
-                axes.swap(j - 1, j);
-                j -= 1;
-            }
-        }
+        let kept = outer.iter().filter(|&&ax| strides[0][ax] != 0);
+        let folded = outer.iter().filter(|&&ax| strides[0][ax] == 0);
+        let axes = kept.chain(folded).chain([&inner]).copied().collect();
         Self::over(shape, strides, axes)
     }
 
@@ -151,6 +148,34 @@ impl<const N: usize> Plan<N> {
             }
         }
     }
+}
+
+/// The dims of `shape` longer than 1, ordered by the strides of the operands in `priority`
+/// order (largest outermost, the logical order kept on ties).
+fn sorted<const N: usize>(
+    shape: &[usize],
+    strides: &[&[isize]; N],
+    priority: [usize; N],
+) -> Nest<usize> {
+    let mut axes = long_dims(shape);
+    let key = |ax: usize| {
+        let mut key = [0; N];
+        for (j, &k) in priority.iter().enumerate() {
+            key[j] = strides[k][ax].unsigned_abs();
+        }
+        key
+    };
+    // Largest strides outermost, the logical order kept on ties: an insertion sort, stable,
+    // free on arrays already in order, and a few lines where the library's sort is a
+    // thousand per operand count (a walk has a handful of dims).
+    for i in 1..axes.len() {
+        let mut j = i;
+        while j > 0 && key(axes[j - 1]) < key(axes[j]) {
+            axes.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    axes
 }
 
 /// The dims of `shape` longer than 1, in order.

@@ -231,7 +231,7 @@ pub(crate) unsafe fn reduce_table(
 fn plan(shape: &[usize], acc: &[isize], src: &[isize], order: FoldOrder) -> Plan<2> {
     match order {
         // Walk in the source's memory order: the big operand streams, the accumulator repeats.
-        FoldOrder::Any => Plan::new(shape, [acc, src], [1, 0]),
+        FoldOrder::Any => Plan::folding(shape, [acc, src], [1, 0]),
         FoldOrder::Index => Plan::logical(shape, [acc, src]),
     }
 }

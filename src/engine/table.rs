@@ -7,9 +7,11 @@
 //! Element functions are types ([`Elementwise`]), so a kernel is a plain function with no state
 //! and its loop is compiled (and vectorised) for that function.
 
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::slice;
 
+use super::kernel::{widest, Widest};
 use super::operand::Operand;
 use super::{alloc, rows};
 use crate::error::Result;
@@ -56,61 +58,52 @@ pub(crate) unsafe fn run<A: Clone, F: Elementwise<A, 1>>(p: [*mut u8; 2], n: usi
     }
 }
 
-/// The widest copy of a kernel this CPU runs ([`super::kernel::simd`]).
-macro_rules! widest {
-    ($avx512:expr, $avx2:expr, $baseline:expr) => {{
-        #[cfg(target_arch = "x86_64")]
-        match super::kernel::simd() {
-            super::kernel::Simd::Avx512 => return $avx512,
-            super::kernel::Simd::Avx2 => return $avx2,
-            super::kernel::Simd::Baseline => {}
-        }
-        $baseline
-    }};
-}
-
-/// [`run`] compiled for the widest vectors this CPU has (AVX-512, else AVX2, else the
-/// baseline's): for element functions whose arithmetic, not memory, bounds them (the
-/// transcendental ones), 16 `f32` lanes do 3-4x the work of the baseline's 4. Every copy gives
+/// [`run`] in the widest copy this CPU runs ([`super::kernel::widest`]: AVX2 and FMA, else
+/// the baseline's): for element functions whose arithmetic, not memory, bounds them (the
+/// transcendental ones), 8 `f32` lanes do 2-3x the work of the baseline's 4. Every copy gives
 /// the same bits: the operations are IEEE's, Rust contracts none into fused multiply-adds, and
-/// the ones an element function asks for (`mul_add`) are correctly rounded in every copy (the
-/// AVX2 copy needs FMA for them).
+/// the ones an element function asks for (`mul_add`) are correctly rounded in every copy.
 pub(crate) fn run_wide<A: Clone, F: Elementwise<A, 1>>() -> Run<2> {
-    widest!(wide::avx512::<A, F>, wide::avx2::<A, F>, run::<A, F>)
+    in_widest::<A, F, 2>
 }
 
-/// [`run2`] compiled for the widest vectors this CPU has, as [`run_wide`] is: for the float
-/// arithmetic of programs, whose loops run in cache.
+/// [`run2`] in the widest copy, as [`run_wide`]: for the float arithmetic of programs, whose
+/// loops run in cache.
 pub(crate) fn run2_wide<A: Clone, F: Elementwise<A, 2>>() -> Run<3> {
-    widest!(wide::avx512_2::<A, F>, wide::avx2_2::<A, F>, run2::<A, F>)
+    in_widest::<A, F, 3>
 }
 
-/// [`run`] and [`run2`] compiled for AVX2 and AVX-512.
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod wide {
-    use super::{run, run2, Elementwise};
+/// A table kernel's call ([`run`] with `P == 2`, [`run2`] with 3), for [`widest`]: made only
+/// by [`in_widest`], from its caller's promise.
+struct Wide<A, F, const P: usize>([*mut u8; P], usize, PhantomData<fn() -> (A, F)>);
 
-    /// Each `$name`: the kernel `$inner` of `$arity` inputs compiled with `$feature` (`$cpu`).
-    macro_rules! copies {
-        ($($name:ident, $feature:literal, $cpu:literal:
-            $inner:ident<$arity:literal>($($arg:ident: $ty:ty),*);)*) => {$(
-            #[doc = concat!("[`", stringify!($inner), "`](super::", stringify!($inner), ") for ", $cpu, ".")]
-            ///
-            /// # Safety
-            #[doc = concat!("As [`", stringify!($inner), "`](super::", stringify!($inner), "), on a CPU with ", $cpu, ".")]
-            #[target_feature(enable = $feature)]
-            pub(crate) unsafe fn $name<A: Clone, F: Elementwise<A, $arity>>($($arg: $ty),*) {
-                // SAFETY: as the caller promised.
-                unsafe { $inner::<A, F>($($arg),*) }
-            }
-        )*};
+impl<A: Clone, F: Elementwise<A, 1>> Widest for Wide<A, F, 2> {
+    type Out = ();
+    #[inline(always)]
+    fn run(self) {
+        // SAFETY: as `in_widest`'s caller promised.
+        unsafe { run::<A, F>(self.0, self.1) }
     }
-    copies! {
-        avx2, "avx2,fma", "AVX2 and FMA": run<1>(p: [*mut u8; 2], n: usize);
-        avx512, "avx512f", "AVX-512F": run<1>(p: [*mut u8; 2], n: usize);
-        avx2_2, "avx2,fma", "AVX2 and FMA": run2<2>(p: [*mut u8; 3], n: usize);
-        avx512_2, "avx512f", "AVX-512F": run2<2>(p: [*mut u8; 3], n: usize);
+}
+
+impl<A: Clone, F: Elementwise<A, 2>> Widest for Wide<A, F, 3> {
+    type Out = ();
+    #[inline(always)]
+    fn run(self) {
+        // SAFETY: as `in_widest`'s caller promised.
+        unsafe { run2::<A, F>(self.0, self.1) }
     }
+}
+
+/// The kernel of [`Wide`] in [`widest`]'s copy.
+///
+/// # Safety
+/// As [`Run`], for its kernel's types.
+unsafe fn in_widest<A, F, const P: usize>(p: [*mut u8; P], n: usize)
+where
+    Wide<A, F, P>: Widest<Out = ()>,
+{
+    widest(Wide(p, n, PhantomData))
 }
 
 /// [`run`] for two inputs.

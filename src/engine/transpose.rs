@@ -43,9 +43,8 @@ pub(super) fn plain_size<T>() -> Option<usize> {
 /// apart: `dst[r * pitch + c] = src[c * stride + r]` for `r < rows`, `c < cols`, for
 /// elements of `size` bytes (a size [`plain_size`] returned). A negative `pitch` writes the rows
 /// upwards from `dst` (how a source read backwards along its rows lands in order). Whole 8x8
-/// blocks go through the AVX register transposes (4- and 8-byte elements on a CPU with AVX2)
-/// or the portable 8x8 blocks, and the edges of a shape that is not a multiple of 8 are copied
-/// one by one.
+/// blocks go through the AVX register transposes (4- and 8-byte elements on a CPU with AVX2),
+/// the rest (and everything elsewhere) one by one, eight source rows at a time.
 ///
 /// # Safety
 /// `src` points at a plain element such that every `src[c * stride + r]` (`r < rows`,
@@ -64,23 +63,23 @@ pub(super) unsafe fn transpose_tile(
     // only where the CPU has been checked to have AVX2, and so AVX.
     unsafe {
         debug_assert!(shape[1] <= pitch.unsigned_abs());
+        #[cfg(target_arch = "x86_64")]
+        if super::kernel::simd() >= super::kernel::Simd::Avx2 {
+            match size {
+                4 => {
+                    return copy::<f32>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_32)
+                }
+                8 => {
+                    return copy::<f64>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_64)
+                }
+                _ => {}
+            }
+        }
         match size {
-            1 => copy::<u8>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u8>),
-            2 => copy::<u16>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u16>),
-            4 => {
-                #[cfg(target_arch = "x86_64")]
-                if super::kernel::simd() >= super::kernel::Simd::Avx2 {
-                    return copy::<f32>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_32);
-                }
-                copy::<u32>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u32>)
-            }
-            8 => {
-                #[cfg(target_arch = "x86_64")]
-                if super::kernel::simd() >= super::kernel::Simd::Avx2 {
-                    return copy::<f64>(src.cast(), stride, dst.cast(), pitch, shape, avx::tile_64);
-                }
-                copy::<u64>(src.cast(), stride, dst.cast(), pitch, shape, blocks::<u64>)
-            }
+            1 => one_by_one::<u8>(src.cast(), stride, 1, dst.cast(), pitch, shape, 0),
+            2 => one_by_one::<u16>(src.cast(), stride, 1, dst.cast(), pitch, shape, 0),
+            4 => one_by_one::<u32>(src.cast(), stride, 1, dst.cast(), pitch, shape, 0),
+            8 => one_by_one::<u64>(src.cast(), stride, 1, dst.cast(), pitch, shape, 0),
             _ => unreachable!("plain_size gives 1, 2, 4 or 8 bytes"),
         }
     }
@@ -114,11 +113,11 @@ unsafe fn one_by_one<U: Copy>(
     }
 }
 
-/// [`transpose_tile`] for elements of `U`'s size: the whole 8x8 blocks by `blocks`, then the
-/// edge rows and columns one element at a time.
+/// [`transpose_tile`] for elements of `U`'s size: the whole 8x8 blocks by `blocks` (an AVX
+/// transpose), then the edge rows and columns one element at a time.
 ///
 /// # Safety
-/// As [`transpose_tile`]; `blocks` has the contract of [`blocks`] for `U`.
+/// As [`transpose_tile`]; `blocks` transposes whole 8x8 blocks, as [`for_blocks`] says.
 #[inline(always)]
 unsafe fn copy<U: Copy>(
     src: *const U,
@@ -180,32 +179,6 @@ unsafe fn for_blocks<U>(
             };
             block(s, d);
         }
-    }
-}
-
-/// The portable transpose: 8x8 blocks, each read as eight short runs along source rows, so the
-/// eight lines a block touches stay in L1 while the block is written.
-///
-/// # Safety
-/// As [`transpose_tile`], with `U` of the element size and `rows` and `cols` multiples of 8.
-unsafe fn blocks<U: Copy>(
-    src: *const U,
-    stride: isize,
-    dst: *mut U,
-    p: isize,
-    [rows, cols]: [usize; 2],
-) {
-    // SAFETY: the caller's contract is `for_blocks`'s for n = 8, and each block reads
-    // `s + c * stride + r` and writes `d + r * p + c` for `r, c < 8`.
-    unsafe {
-        for_blocks(8, src, stride, dst, p, [rows, cols], |s, d| {
-            for c in 0..8 {
-                let row = s.offset(c * stride);
-                for r in 0..8 {
-                    *d.offset(r * p + c) = *row.offset(r);
-                }
-            }
-        });
     }
 }
 
@@ -423,16 +396,6 @@ mod tests {
         check_stepped(|i| i as i64, dispatch, &STEPPED);
         check_stepped(|i| i % 3 == 0, dispatch, &STEPPED);
         check_stepped(|i| i as u64, dispatch, &STEPPED);
-    }
-
-    #[test]
-    fn portable_blocks_transpose_wide_elements() {
-        // On x86_64 (1- and 2-byte elements) or with AVX (4 and 8) the dispatch above never
-        // reaches these.
-        check(|i| i as u8, blocks::<u8>, &WHOLE);
-        check(|i| i as u16, blocks::<u16>, &WHOLE);
-        check(|i| i as u32, blocks::<u32>, &WHOLE);
-        check(|i| i as u64, blocks::<u64>, &WHOLE);
     }
 
     #[test]

@@ -18,10 +18,7 @@
 use std::sync::Mutex;
 
 use super::eval::{eval, kernel, mismatch, placements, Placements};
-use super::{
-    ElementType, Held, Op, OutputArray, Program, Tensor, TensorView, TensorViewMut,
-    Unwritten, Value,
-};
+use super::{ElementType, Held, Op, Program, Tensor, TensorView, TensorViewMut, Unwritten, Value};
 use crate::engine::rows::{self, RowStep, MAX_OPERANDS};
 use crate::engine::table::Kernel;
 use crate::engine::Operand;
@@ -136,8 +133,7 @@ enum Stage {
 /// row: `shape` without its last dim, or, folding leading dims, its trailing dims).
 /// Registers `0..inputs.len()` read the inputs (a value placed by dims at `shape`, or per row
 /// at the kept dims), the next `outputs.len()` are the members written to arrays, the rest the
-/// members kept in the tile's buffers (intermediates share them once their last reader has
-/// run).
+/// members kept in the tile's buffers, one each.
 #[derive(Debug, Clone)]
 struct Rows {
     shape: Vec<usize>,
@@ -196,73 +192,6 @@ struct Building {
     /// read outside the group).
     operands: usize,
     open: bool,
-}
-
-/// Intermediates (registers from `first_temp` on) share buffers once their last reader has run
-/// (numexpr's temporaries), so a chain's working set stays a few tiles, in L1/L2: each step's
-/// output takes the first free buffer of its kind (full or per row) and element size. A step
-/// never writes a buffer it reads.
-fn share_temps(
-    steps: &mut [RowStep],
-    sizes: &mut Vec<usize>,
-    per_row: &mut Vec<bool>,
-    first_temp: usize,
-) {
-    let reads = |st: &RowStep, r: usize| match *st {
-        RowStep::Map { kernel, args, .. } => args[..kernel.inputs()].contains(&r),
-        RowStep::Fold { src, .. } => src == r,
-    };
-    let out = |st: &RowStep| match *st {
-        RowStep::Map { out, .. } | RowStep::Fold { out, .. } => out,
-    };
-    let mut slot_of: Vec<usize> = (0..sizes.len()).collect();
-    // Each buffer: its element size, kind, and the step that reads it last. A buffer holds
-    // elements of one size: the executors lay a register's rows out by its element size, and a
-    // kernel over several rows in one call writes them packed by its own, so `bool`s in a
-    // buffer laid out for `f32`s would be read back from the wrong rows by a step that goes
-    // row by row.
-    let mut slots: Vec<(usize, bool, Option<usize>)> = Vec::new();
-    for k in 0..steps.len() {
-        let r = out(&steps[k]);
-        if r < first_temp {
-            continue;
-        }
-        let last = steps.iter().rposition(|st| reads(st, r));
-        let free = slots.iter().position(|&(size, kind, end)| {
-            kind == per_row[r] && size == sizes[r] && end.is_some_and(|e| e < k)
-        });
-        let slot = match free {
-            Some(f) => {
-                slots[f].2 = last;
-                f
-            }
-            None => {
-                slots.push((sizes[r], per_row[r], last));
-                slots.len() - 1
-            }
-        };
-        slot_of[r] = first_temp + slot;
-    }
-    for st in steps.iter_mut() {
-        match st {
-            RowStep::Map { out, args, .. } => {
-                *out = slot_of[*out];
-                for a in args {
-                    *a = slot_of[*a];
-                }
-            }
-            RowStep::Fold { out, src, .. } => {
-                *out = slot_of[*out];
-                *src = slot_of[*src];
-            }
-        }
-    }
-    sizes.truncate(first_temp);
-    per_row.truncate(first_temp);
-    for &(size, kind, _) in &slots {
-        sizes.push(size);
-        per_row.push(kind);
-    }
 }
 
 /// Stages in the order they run ([`Program::order_stages`]).
@@ -746,8 +675,6 @@ impl Program {
                 }
             });
         }
-        let first_temp = base + outputs.len();
-        share_temps(&mut steps, &mut sizes, &mut per_row, first_temp);
         Ok(Rows {
             shape: b.shape.clone(),
             members: b.members.clone(),
@@ -862,8 +789,7 @@ impl Program {
                 per_row: false,
             });
         }
-        let mut per_row = vec![false; sizes.len()];
-        share_temps(&mut steps, &mut sizes, &mut per_row, base + outputs.len());
+        let per_row = vec![false; sizes.len()];
         Ok(Rows {
             shape: shape.to_vec(),
             members: members.to_vec(),
@@ -957,7 +883,7 @@ impl Executable {
 
     /// Runs the program on `inputs`, writing its results into `outputs`: one per output, of its
     /// type and shape, in any layout: the caller's own arrays or views
-    /// ([`TensorViewMut::from`]`(&mut y)`), or [`Tensor`]s. An output a chain computes is
+    /// ([`TensorViewMut::from`]`(&mut y)`), or [`Tensor`]s' ([`Tensor::view_mut`]). An output a chain computes is
     /// written there in place, the others are copied in. Nothing the size of an output is
     /// allocated for it, and the large intermediates that reductions need are kept from one
     /// run for the next, so a loop that calls this allocates no large array after its first
@@ -976,16 +902,16 @@ impl Executable {
     /// let mut out = Array1::<f64>::zeros(3); // the caller's array
     /// exe.run_into(&[arr1(&[1.0, 2.0, 3.0]).into()], &mut [TensorViewMut::from(&mut out)]).unwrap();
     /// assert_eq!(out, arr1(&[2.0, 4.0, 6.0]));
-    /// let mut outs = [Tensor::from(Array1::<f64>::zeros(3))]; // or tensors
-    /// exe.run_into(&[arr1(&[1.0, 2.0, 3.0]).into()], &mut outs).unwrap();
-    /// assert_eq!(outs[0], Tensor::from(arr1(&[2.0, 4.0, 6.0])));
+    /// let mut t = Tensor::from(Array1::<f64>::zeros(3)); // or a tensor's
+    /// exe.run_into(&[arr1(&[1.0, 2.0, 3.0]).into()], &mut [t.view_mut()]).unwrap();
+    /// assert_eq!(t, Tensor::from(arr1(&[2.0, 4.0, 6.0])));
     /// ```
     ///
     /// # Errors
     /// As [`Executable::run`]; and [`BroadcastError::ArgumentCount`],
     /// [`BroadcastError::ElementType`] or [`BroadcastError::ArgumentShape`] for outputs of the
     /// wrong count, type or shape (naming the output by its index).
-    pub fn run_into<O: OutputArray>(&self, inputs: &[Tensor], outputs: &mut [O]) -> Result<()> {
+    pub fn run_into(&self, inputs: &[Tensor], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let views: Vec<TensorView<'_>> = inputs.iter().map(Tensor::read).collect();
         self.run_views_into(&views, outputs)
     }
@@ -1011,18 +937,11 @@ impl Executable {
     ///
     /// # Errors
     /// As [`Executable::run_into`].
-    pub fn run_views_into<O: OutputArray>(
+    pub fn run_views_into(
         &self,
         inputs: &[TensorView<'_>],
-        outputs: &mut [O],
+        outputs: &mut [TensorViewMut<'_>],
     ) -> Result<()> {
-        let mut views: Vec<TensorViewMut<'_>> = outputs.iter_mut().map(O::view_mut).collect();
-        self.write_outputs(inputs, &mut views)
-    }
-
-    /// [`Executable::run_views_into`] into views: checked, run, and the outputs no chain
-    /// wrote in place copied in.
-    fn write_outputs(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let program = &self.program;
         if outputs.len() != program.outputs.len() {
             return Err(BroadcastError::ArgumentCount {
@@ -1302,7 +1221,10 @@ mod tests {
         assert!(stages >= 2, "a chain, then the reduction");
         PANIC_AT.set(Some(stages - 1));
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            exe.run_into(&inputs, &mut outputs)
+            exe.run_into(
+                &inputs,
+                &mut outputs.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+            )
         }));
         PANIC_AT.set(None);
         assert!(caught.is_err());
@@ -1340,7 +1262,11 @@ mod tests {
                 a.fill(0.0);
             }
         }
-        exe.run_into(inputs, &mut into).unwrap();
+        exe.run_into(
+            inputs,
+            &mut into.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+        )
+        .unwrap();
         assert_eq!(got, want, "{name}");
         assert_eq!(into, want, "{name} into");
     }
@@ -1442,7 +1368,11 @@ mod tests {
             let want = p.run(&inputs).unwrap();
             let exe = p.compile().unwrap();
             let mut into = want.clone();
-            exe.run_into(&inputs, &mut into).unwrap();
+            exe.run_into(
+                &inputs,
+                &mut into.iter_mut().map(Tensor::view_mut).collect::<Vec<_>>(),
+            )
+            .unwrap();
             let got = exe.run(&inputs).unwrap();
             let shape = inputs[0].shape().to_vec();
             assert_eq!(got, want, "{} {shape:?}", p.name());

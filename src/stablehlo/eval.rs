@@ -34,7 +34,12 @@ pub(crate) trait Kernels: Sized {
     fn fold(r: Reduction) -> Option<(FoldFn, Self)>;
     /// `argmin_in_dims` of `x` (`argmax_in_dims` with `max`) over `kept`; `None` for a type
     /// without an order.
-    fn arg(op: &'static str, x: ArrayViewD<'_, Self>, kept: &[usize], max: bool) -> Option<Result<ArrayD<usize>>> {
+    fn arg(
+        op: &'static str,
+        x: ArrayViewD<'_, Self>,
+        kept: &[usize],
+        max: bool,
+    ) -> Option<Result<ArrayD<usize>>> {
         let _ = (op, x, kept, max);
         None
     }
@@ -43,7 +48,12 @@ pub(crate) trait Kernels: Sized {
 /// [`Kernels::arg`] for an ordered type.
 macro_rules! arg_ordered {
     () => {
-        fn arg(op: &'static str, x: ArrayViewD<'_, Self>, kept: &[usize], max: bool) -> Option<Result<ArrayD<usize>>> {
+        fn arg(
+            op: &'static str,
+            x: ArrayViewD<'_, Self>,
+            kept: &[usize],
+            max: bool,
+        ) -> Option<Result<ArrayD<usize>>> {
             Some(match max {
                 true => crate::reduce::arg_extreme::<Self, true>(op, x, kept),
                 false => crate::reduce::arg_extreme::<Self, false>(op, x, kept),
@@ -426,13 +436,23 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
         Op::ArgReduce { max, x, axis } => {
             let x = get(x);
             let kept: Vec<usize> = (0..x.shape().len()).filter(|d| d != axis).collect();
-            let found = x.read().arg_extreme(name, &kept, *max).ok_or_else(|| mismatch(name))??;
+            let found = x
+                .read()
+                .arg_extreme(name, &kept, *max)
+                .ok_or_else(|| mismatch(name))??;
             // A fresh standard-layout array: its vector is in row-major order.
             let dim = found.raw_dim();
             let (indices, _) = found.into_raw_vec_and_offset();
             let indices: Vec<u64> = indices.into_iter().map(|i| i as u64).collect();
-            let indices = ndarray::ArrayD::from_shape_vec(dim, indices).map_err(|_| mismatch(name))?;
-            converted(&Tensor::from(indices).read(), node.ty, name, shape, &iota(shape.len()))
+            let indices =
+                ndarray::ArrayD::from_shape_vec(dim, indices).map_err(|_| mismatch(name))?;
+            converted(
+                &Tensor::from(indices).read(),
+                node.ty,
+                name,
+                shape,
+                &iota(shape.len()),
+            )
         }
         Op::Reduce { op, x, axes } => {
             let x = get(x);
@@ -465,8 +485,17 @@ pub(super) fn eval<'v, 'h>(node: &'v Node, get: &dyn Fn(&Value) -> &'v Held<'h>)
 }
 
 /// `x` placed at `shape` by `dims`, converted to `ty`.
-fn converted(x: &TensorView<'_>, ty: ElementType, op: &'static str, shape: &[usize], dims: &[usize]) -> Result<Tensor> {
-    let kernel = x.element_type().convert_kernel(ty).ok_or_else(|| mismatch(op))?;
+fn converted(
+    x: &TensorView<'_>,
+    ty: ElementType,
+    op: &'static str,
+    shape: &[usize],
+    dims: &[usize],
+) -> Result<Tensor> {
+    let kernel = x
+        .element_type()
+        .convert_kernel(ty)
+        .ok_or_else(|| mismatch(op))?;
     let input = x.placed(op, shape, dims)?;
     // SAFETY: the conversion kernel from `x`'s type to `ty`, into an output of `ty`.
     unsafe { Tensor::collect_as(ty, op, shape, kernel, &[&input]) }
@@ -555,7 +584,7 @@ fn every_type_has_a_kernel_for_exactly_the_ops_its_kind_has() {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::elem;
-    use crate::engine::table::{self, wide, Elementwise};
+    use crate::engine::table::{self, Elementwise};
 
     /// `F` over `x` by each copy of the loop this CPU runs, as bits.
     fn copies<T: Clone + Default, F: Elementwise<T, 1, Out = T>>(x: &[T]) -> Vec<Vec<T>> {
@@ -570,18 +599,15 @@ mod tests {
             };
             out
         };
-        let mut all = vec![run(table::run::<T, F>)];
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            all.push(run(wide::avx2::<T, F>));
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            all.push(run(wide::avx512::<T, F>));
-        }
-        all
+        // The widest copy this CPU has, then the baseline's (the engine's test switch).
+        let wide = run(table::run_wide::<T, F>());
+        crate::engine::WIDE_SIMD.store(false, std::sync::atomic::Ordering::Relaxed);
+        let baseline = run(table::run_wide::<T, F>());
+        crate::engine::WIDE_SIMD.store(true, std::sync::atomic::Ordering::Relaxed);
+        vec![run(table::run::<T, F>), wide, baseline]
     }
 
-    /// The AVX2 and AVX-512 copies of the transcendental kernels give the baseline's bits, on
+    /// The widest copies (AVX2 and FMA here) of the transcendental kernels give the baseline's bits, on
     /// special values, both ends of each range, and the paths their selects choose between.
     #[test]
     fn wide_copies_give_the_baselines_bits() {

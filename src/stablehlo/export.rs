@@ -309,8 +309,15 @@ impl Text {
         out_ty: &str,
     ) -> String {
         let (v, i) = (tensor_type(&[], x.ty), tensor_type(&[], node.ty));
-        let iota = self.line(format!("stablehlo.iota dim = {axis} : {}", tensor_type(&x.shape, node.ty)));
-        let extreme = if max { super::Reduction::Max } else { super::Reduction::Min };
+        let iota = self.line(format!(
+            "stablehlo.iota dim = {axis} : {}",
+            tensor_type(&x.shape, node.ty)
+        ));
+        let extreme = if max {
+            super::Reduction::Max
+        } else {
+            super::Reduction::Min
+        };
         let start = Tensor::identity(x.ty, extreme).map_or(String::new(), |t| t.visit_literal());
         let init_v = self.line(format!("stablehlo.constant dense<{start}> : {v}"));
         let init_i = self.line(format!("stablehlo.constant dense<0> : {i}"));
@@ -330,7 +337,10 @@ impl Text {
             at
         };
         let cmp = |dir: &str, p: &str, q: &str, t: ElementType, ty: &str| {
-            format!("stablehlo.compare  {dir}, {p}, {q},  {} : ({ty}, {ty}) -> tensor<i1>", kind(t))
+            format!(
+                "stablehlo.compare  {dir}, {p}, {q},  {} : ({ty}, {ty}) -> tensor<i1>",
+                kind(t)
+            )
         };
         let bool2 = |f: &str, p: &str, q: &str| format!("stablehlo.{f} {p}, {q} : tensor<i1>");
         let beats = op(cmp(if max { "GT" } else { "LT" }, &a, &c, x.ty, &v));
@@ -342,7 +352,10 @@ impl Text {
                 let c_num = op(cmp("EQ", &c, &c, x.ty, &v));
                 let nan_beats = op(bool2("and", &a_nan, &c_num));
                 let both_nan = op(bool2("and", &a_nan, &c_nan));
-                (op(bool2("or", &beats, &nan_beats)), op(bool2("or", &equal, &both_nan)))
+                (
+                    op(bool2("or", &beats, &nan_beats)),
+                    op(bool2("or", &equal, &both_nan)),
+                )
             }
             _ => (beats, equal),
         };

@@ -49,9 +49,7 @@ mod eval;
 mod export;
 mod tensor;
 use eval::eval;
-pub use tensor::{
-    ElementType, Kind, OutputArray, StableHloElement, Tensor, TensorView, TensorViewMut,
-};
+pub use tensor::{ElementType, Kind, StableHloElement, Tensor, TensorView, TensorViewMut};
 use tensor::{Held, Unwritten};
 
 /// The kinds of element that implement an element trait of [`crate::element`], as a pattern
@@ -738,7 +736,11 @@ impl Program {
             });
         }
         if T::TYPE.kind == Kind::Pred {
-            return Err(type_error("iota", &[T::TYPE], "StableHLO's iota is of numbers"));
+            return Err(type_error(
+                "iota",
+                &[T::TYPE],
+                "StableHLO's iota is of numbers",
+            ));
         }
         crate::shape::checked_size_for("iota", shape)?;
         Ok(self.push(Op::Iota { dim }, shape.to_vec(), T::TYPE))
@@ -1178,12 +1180,22 @@ impl Program {
     }
 
     /// Records `argmin` (`argmax` with `max`) of `x` over `axis` into indices of type `index`.
-    fn arg_reduce(&mut self, max: bool, x: Value, axis: usize, index: ElementType) -> Result<Value> {
+    fn arg_reduce(
+        &mut self,
+        max: bool,
+        x: Value,
+        axis: usize,
+        index: ElementType,
+    ) -> Result<Value> {
         let name = if max { "argmax" } else { "argmin" };
         self.own(name, &[x])?;
         let node = self.node(x);
         if node.ty.kind == Kind::Complex {
-            return Err(type_error(name, &[node.ty], "complex numbers have no order"));
+            return Err(type_error(
+                name,
+                &[node.ty],
+                "complex numbers have no order",
+            ));
         }
         let n = node.shape.get(axis).copied();
         if n.is_none_or(|n| n == 0) {
@@ -1203,7 +1215,10 @@ impl Program {
             return Err(type_error(
                 name,
                 &[node.ty, index],
-                &format!("the index type must be an integer type that holds {}", n.unwrap_or(0) - 1),
+                &format!(
+                    "the index type must be an integer type that holds {}",
+                    n.unwrap_or(0) - 1
+                ),
             ));
         }
         let mut shape = node.shape.clone();

@@ -618,7 +618,9 @@ impl Tensor {
     /// assert_eq!(a, array![[1.0, 2.0]]);
     /// assert!(t.into_array::<f32, ndarray::Ix1>().is_err()); // rank 2
     /// ```
-    pub fn into_array<T: StableHloElement, D: ndarray::Dimension>(self) -> Result<ndarray::Array<T, D>>
+    pub fn into_array<T: StableHloElement, D: ndarray::Dimension>(
+        self,
+    ) -> Result<ndarray::Array<T, D>>
     where
         ArrayD<T>: TryFrom<Tensor, Error = BroadcastError>,
     {
@@ -630,34 +632,6 @@ impl Tensor {
 impl<'a> From<&'a Tensor> for TensorView<'a> {
     fn from(t: &'a Tensor) -> TensorView<'a> {
         t.read()
-    }
-}
-
-/// An array [`Executable::run_into`](super::Executable::run_into) writes an output into: a
-/// [`TensorViewMut`] of the caller's array or view, or a [`Tensor`].
-///
-/// ```
-/// use ndarray::Array1;
-/// use xla_bcast::stablehlo::{OutputArray, Tensor, TensorViewMut};
-///
-/// let mut t = Tensor::from(Array1::<i32>::zeros(4));
-/// let mut y = Array1::<i32>::zeros(4);
-/// assert_eq!(OutputArray::view_mut(&mut t).shape(), OutputArray::view_mut(&mut TensorViewMut::from(&mut y)).shape());
-/// ```
-pub trait OutputArray {
-    /// A mutable view of the array.
-    fn view_mut(&mut self) -> TensorViewMut<'_>;
-}
-
-impl OutputArray for Tensor {
-    fn view_mut(&mut self) -> TensorViewMut<'_> {
-        Tensor::view_mut(self)
-    }
-}
-
-impl OutputArray for TensorViewMut<'_> {
-    fn view_mut(&mut self) -> TensorViewMut<'_> {
-        TensorViewMut::view_mut(self)
     }
 }
 
