@@ -372,7 +372,7 @@ unsafe fn walk<const N: usize>(
 }
 
 /// The unit tests' switch to the baseline copies ([`kernel::simd`]).
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64", feature = "stablehlo"))]
 pub(crate) use kernel::tests::WIDE_SIMD;
 
 #[cfg(test)]

@@ -118,6 +118,7 @@ unsafe fn one_by_one<U: Copy>(
 ///
 /// # Safety
 /// As [`transpose_tile`]; `blocks` transposes whole 8x8 blocks, as [`for_blocks`] says.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn copy<U: Copy>(
     src: *const U,
@@ -159,6 +160,7 @@ pub(super) const fn pitch(size: usize) -> usize {
 /// As [`transpose_tile`], with `rows` and `cols` multiples of `n`: then each block lies inside the
 /// tile, and `block` may read the `n` elements from `s + k * stride` and write the `n` slots from
 /// `d + k * p`, for each `k < n`.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn for_blocks<U>(
     n: usize,
