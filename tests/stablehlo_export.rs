@@ -11,7 +11,9 @@ mod common;
 use common::workloads as crate_workloads;
 use ndarray::{ArrayD, IxDyn};
 use serde_json::{json, Value as Json};
-use xla_bcast::stablehlo::{Kind, Mesh, PartitionSpec, Program, StableHloElement, Tensor, Value};
+use xla_bcast::stablehlo::{
+    Kind, Mesh, PartitionSpec, Program, ShardingDialect, StableHloElement, Tensor, Value,
+};
 use xla_bcast::BroadcastError;
 
 #[test]
@@ -31,11 +33,10 @@ fn golden_text() {
     %1 = stablehlo.add %arg0, %0 : tensor<2x3xf32>
     %2 = stablehlo.compare  GT, %1, %arg0,  FLOAT : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
     %3 = stablehlo.select %2, %1, %arg0 : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
-    %4 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %4 = stablehlo.constant dense<0x00000000> : tensor<f32>
     %5 = stablehlo.reduce(%3 init: %4) applies stablehlo.add across dimensions = [0] : (tensor<2x3xf32>, tensor<f32>) -> tensor<3xf32>
-    %6 = stablehlo.reshape %5 : (tensor<3xf32>) -> tensor<1x3xf32>
-    %7 = stablehlo.transpose %6, dims = [1, 0] : (tensor<1x3xf32>) -> tensor<3x1xf32>
-    return %1, %7 : tensor<2x3xf32>, tensor<3x1xf32>
+    %6 = stablehlo.broadcast_in_dim %5, dims = [0] : (tensor<3xf32>) -> tensor<3x1xf32>
+    return %1, %6 : tensor<2x3xf32>, tensor<3x1xf32>
   }
 }
 ";
@@ -1123,6 +1124,57 @@ fn run_matches_the_array_ops_on_large_inputs() {
     assert_eq!(out[1], col.gt_bcast(&f.t(), &[]).unwrap().into_dyn().into());
 }
 
+/// Shardings on a 2-D mesh, a dim split and a dim replicated, in Shardy's text (the default)
+/// and GSPMD's: the mesh, an argument's and a result's attribute, and a pinned intermediate.
+#[test]
+fn shardy_text() {
+    let mut p = Program::new("sharded");
+    p.set_mesh(Mesh::new(&[("data", 4), ("model", 2)]).unwrap())
+        .unwrap();
+    let x = p.parameter::<f32>(&[8, 6]);
+    p.shard(x, &PartitionSpec::new(&[&["data"], &[]])).unwrap();
+    let e = p.exp(x).unwrap();
+    p.shard(e, &PartitionSpec::new(&[&[], &["model"]])).unwrap();
+    let s = p.reduce_sum(e, &[0]).unwrap();
+    p.output(s).unwrap();
+    p.shard(s, &PartitionSpec::new(&[&["model"]])).unwrap();
+    let head =
+        "module @sharded attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {";
+    let body = "    %0 = stablehlo.exponential %arg0 : tensor<8x6xf32>";
+    let reduce = "    %2 = stablehlo.constant dense<0x00000000> : tensor<f32>
+    %3 = stablehlo.reduce(%1 init: %2) applies stablehlo.add across dimensions = [0] : (tensor<8x6xf32>, tensor<f32>) -> tensor<6xf32>
+    return %3 : tensor<6xf32>
+  }
+}
+";
+    let shardy = format!(
+        r#"{head}
+  sdy.mesh @mesh = <["data"=4, "model"=2]>
+  func.func public @main(%arg0: tensor<8x6xf32> {{sdy.sharding = #sdy.sharding<@mesh, [{{"data"}}, {{}}]>}}) -> (tensor<6xf32> {{sdy.sharding = #sdy.sharding<@mesh, [{{"model"}}]>}}) {{
+{body}
+    %1 = sdy.sharding_constraint %0 <@mesh, [{{}}, {{"model"}}]> : tensor<8x6xf32>
+"#
+    );
+    assert_eq!(p.to_stablehlo(), shardy + reduce);
+    let gspmd = format!(
+        r#"{head}
+  func.func public @main(%arg0: tensor<8x6xf32> {{mhlo.sharding = "{{devices=[4,1,2]<=[8] last_tile_dim_replicate}}"}}) -> (tensor<6xf32> {{mhlo.sharding = "{{devices=[2,4]<=[4,2]T(1,0) last_tile_dim_replicate}}"}}) {{
+{body}
+    %1 = stablehlo.custom_call @Sharding(%0) {{mhlo.sharding = "{{devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}}"}} : (tensor<8x6xf32>) -> tensor<8x6xf32>
+"#
+    );
+    assert_eq!(p.to_stablehlo_with(ShardingDialect::Gspmd), gspmd + reduce);
+    // Without shardings, both dialects print the same module.
+    let mut q = Program::new("plain");
+    let y = q.parameter::<f32>(&[2]);
+    q.output(y).unwrap();
+    assert_eq!(
+        q.to_stablehlo(),
+        q.to_stablehlo_with(ShardingDialect::Gspmd)
+    );
+    assert!(!q.to_stablehlo().contains("sdy"));
+}
+
 /// A mesh axis of the SPMD corpus: name and size.
 type Axis = (&'static str, usize);
 
@@ -1154,6 +1206,12 @@ fn random_spec(rng: &mut Rng, mesh: &[Axis], shape: &[usize]) -> Vec<Vec<&'stati
             axes
         })
         .collect()
+}
+
+/// The devices a dim split over `axes` of `mesh` spans (an axis of size 1 splits nothing).
+fn devices(mesh: &[Axis], axes: &[&str]) -> usize {
+    let size = |a: &&str| mesh.iter().find(|(n, _)| n == a).map_or(1, |(_, s)| *s);
+    axes.iter().map(size).product()
 }
 
 /// Shards `v` as `spec` says, and returns the spec for the corpus.
@@ -1236,6 +1294,7 @@ fn spmd_case(
     c["in_specs"] = json!(specs.0);
     c["out_specs"] = json!(specs.1);
     c["reduces_split"] = json!(reduces_split);
+    c["module_gspmd"] = json!(p.to_stablehlo_with(ShardingDialect::Gspmd));
 }
 
 /// The programs `tools/xla_spmd_check.py` runs on 8 devices (`XLA_BCAST_SPMD_EXPORT=<file>`):
@@ -1364,7 +1423,7 @@ fn spmd_corpus() {
                     continue;
                 }
                 if let Ok(v) = record(&mut p, x, &axes) {
-                    reduces_split |= !sx[axes[0]].is_empty();
+                    reduces_split |= devices(mesh, &sx[axes[0]]) > 1;
                     p.output(v).unwrap();
                     let kept: Vec<usize> = (0..shape.len())
                         .filter(|&d| d != axes[0])
@@ -1488,7 +1547,7 @@ fn spmd_corpus() {
                     1 => {
                         // A reduction, broadcast back.
                         let axis = rng.below(shape.len());
-                        reduces_split |= !sx[axis].is_empty();
+                        reduces_split |= devices(mesh, &sx[axis]) > 1;
                         let r = p.reduce_sum(v, &[axis]).unwrap();
                         let dims: Vec<usize> = (0..shape.len()).filter(|&d| d != axis).collect();
                         p.sub(v, r, &dims).unwrap()
@@ -1500,6 +1559,11 @@ fn spmd_corpus() {
                     }
                     _ => p.neg(v).unwrap(),
                 };
+                // Pinned as a sharding constraint, now and then.
+                if rng.below(3) == 0 {
+                    let spec = random_spec(&mut rng, mesh, &shape);
+                    shard(&mut p, v, &spec);
+                }
             }
             p.output(v).unwrap();
             let spec = random_spec(&mut rng, mesh, &shape);

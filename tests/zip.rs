@@ -400,3 +400,120 @@ fn a_zip_gives_the_program_ops_bits() {
     };
     assert_eq!(got.mapv(f32::to_bits).into_dyn(), want.mapv(f32::to_bits));
 }
+
+/// Indexed zips: each element's index, in every layout the walk takes (C order, a transposed
+/// view, a degenerate and a lower-rank operand, a dynamic rank), large enough to split over two
+/// threads, against `indexed_iter`.
+#[test]
+fn indexed_zips_give_each_elements_index() {
+    let x = grid((300, 200), 1);
+    let t = grid((200, 300), 2);
+    let col = grid((300, 1), 3);
+    let v = Array1::from_shape_fn(200, |j| j as f32);
+    let want = Array2::from_shape_fn((300, 200), |(i, j)| {
+        x[[i, j]] + t[[j, i]] * col[[i, 0]] + v[j] + (i * 1000 + j) as f32
+    });
+    let run = || {
+        StrictZip::indexed(&x)
+            .and(&t.t())
+            .and(&col)
+            .and_in_dims(&v, &[1])
+            .map_collect(|(i, j), x, t, c, v| x + t * c + v + (i * 1000 + j) as f32)
+            .unwrap()
+    };
+    assert_eq!(with_parallelism(Parallelism::Serial, run), want);
+    #[cfg(feature = "rayon")]
+    {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        assert_eq!(pool.install(run), want);
+    }
+    // Into a transposed (F-order) output, and for effect on a written operand.
+    let mut out = Array2::<usize>::zeros((200, 300));
+    let mut f_order = out.view_mut().reversed_axes();
+    StrictZip::indexed(&x)
+        .map_assign_into(&mut f_order, |(i, j), _| i * 1000 + j)
+        .unwrap();
+    assert!(out.indexed_iter().all(|((j, i), &k)| k == i * 1000 + j));
+    let mut seen = Array3::<usize>::zeros((3, 4, 5));
+    StrictZip::indexed(&mut seen)
+        .for_each(|(i, j, k), s| *s = 100 * i + 10 * j + k)
+        .unwrap();
+    assert!(seen
+        .indexed_iter()
+        .all(|((i, j, k), &s)| s == 100 * i + 10 * j + k));
+    // A dynamic rank gets an `IxDyn` index; an empty zip calls nothing.
+    let d = x.clone().into_dyn();
+    let r = StrictZip::indexed(&d)
+        .map_collect(|ix, _| ix[0] * 1000 + ix[1])
+        .unwrap();
+    assert!(r.indexed_iter().all(|(ix, &k)| k == ix[0] * 1000 + ix[1]));
+    let empty = Array2::<f32>::zeros((0, 4));
+    let r = StrictZip::indexed(&empty).map_collect(|_, _| -> u8 { panic!("no element") });
+    assert_eq!(r.unwrap().shape(), &[0, 4]);
+    // A misfit operand is the zip's error, naming its position.
+    let err = StrictZip::indexed(&x)
+        .and(&t)
+        .map_collect(|_, a, b| a + b)
+        .unwrap_err();
+    assert!(err.to_string().starts_with("StrictZip operand 1:"), "{err}");
+}
+
+/// An indexed fold: the first index of each row's maximum (ties and lanes combined by the
+/// lower index), the same on one thread and two, against a plain scan.
+#[test]
+fn indexed_folds_find_first_indices() {
+    let x = Array2::from_shape_fn((512, 300), |(i, j)| ((i * 7 + j * 13) % 50) as i32);
+    let first = |(m, at): (i32, usize), (v, j): (i32, usize)| {
+        if v > m || (v == m && j < at) {
+            (v, j)
+        } else {
+            (m, at)
+        }
+    };
+    let run = || {
+        StrictZip::indexed(&x)
+            .fold_in_dims(
+                [0],
+                (i32::MIN, usize::MAX),
+                |acc, (_, j), v| first(acc, (v, j)),
+                first,
+            )
+            .unwrap()
+    };
+    let want: Vec<(i32, usize)> = x
+        .rows()
+        .into_iter()
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .fold((i32::MIN, usize::MAX), |a, (j, &v)| first(a, (v, j)))
+        })
+        .collect();
+    assert_eq!(with_parallelism(Parallelism::Serial, run).to_vec(), want);
+    #[cfg(feature = "rayon")]
+    {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        assert_eq!(pool.install(run).to_vec(), want);
+    }
+    // A masked count into the columns, over a lower-rank mask.
+    let mask = Array1::from_shape_fn(512, |i| i % 3 == 0);
+    let counts = StrictZip::indexed(&x)
+        .and_in_dims(&mask, &[0])
+        .fold_in_dims(
+            [1],
+            0usize,
+            |n, (i, _), v, m| n + usize::from(m && v > 25 && i < 400),
+            |a, b| a + b,
+        )
+        .unwrap();
+    for (j, &n) in counts.iter().enumerate() {
+        let want = (0..400).filter(|&i| i % 3 == 0 && x[[i, j]] > 25).count();
+        assert_eq!(n, want, "column {j}");
+    }
+}

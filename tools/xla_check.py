@@ -8,8 +8,11 @@ N failed`; exits 1 on any failure.
 Needs `jax==0.10.2` (its API for compiling StableHLO text carries no compatibility promise).
 """
 
+import contextlib
 import json
+import os
 import sys
+import tempfile
 
 import numpy as np
 import jax
@@ -32,6 +35,32 @@ DTYPES = {
     "f16": np.float16, "bf16": BF16, "f32": np.float32, "f64": np.float64,
     "complex<f32>": np.complex64, "complex<f64>": np.complex128,
 }
+
+
+# What XLA prints when a module reaches GSPMD's partitioner (its own attributes, or Shardy's
+# falling back to it): a run with Shardy's text must print neither.
+GSPMD_WARNINGS = ("GSPMD sharding propagation is going to be deprecated",
+                  "falling back to using GSPMD")
+
+
+@contextlib.contextmanager
+def captured_stderr(seen):
+    """Runs the block with file descriptor 2 (XLA's C++ logging) in a temporary file, then
+    prints what it held to stderr and appends its text to the list `seen`."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            f.seek(0)
+            text = f.read().decode(errors="replace")
+            sys.stderr.write(text)
+            seen.append(text)
 
 
 def array(t):

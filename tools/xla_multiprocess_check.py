@@ -7,7 +7,10 @@ only its addressable shards of every input from the program's shardings
 the crate's own result, bit for bit where `tools/xla_spmd_check.py` is (the same comparison).
 
     python tools/xla_multiprocess_check.py spmd.json [--processes 2] [--sample 120] [--seed 1]
-        [--timeout 600] [--wrong-sharding]
+        [--timeout 600] [--wrong-sharding] [--gspmd]
+
+The programs are Shardy's text on Shardy's partitioner, and a process whose log shows XLA's
+GSPMD warning fails the run; `--gspmd` runs their GSPMD form on GSPMD's partitioner.
 
 `--sample K` runs the workloads (layer norm, softmax, attention, dense backward) and K other
 programs picked at random (all of them when K is at least their number). `--wrong-sharding`
@@ -100,13 +103,13 @@ def groups(line, count):
 def worker(args):
     import numpy as np
     import jax
-    from jax._src import compiler, xla_bridge
+    from jax._src import xla_bridge
     from jax.extend.backend import get_backend
     from jax.sharding import Mesh, NamedSharding
 
     sys.path.insert(0, HERE)
     import xla_check  # the arrays and the comparison
-    from xla_spmd_check import COLLECTIVES, pspec  # the single-process check's
+    from xla_spmd_check import COLLECTIVES, compile_options, pspec  # the single-process check's
 
     # Gloo's TCP transport on the loopback only (by default it binds the host name's address).
     make = xla_bridge._jax.make_gloo_tcp_collectives
@@ -131,11 +134,9 @@ def worker(args):
             sizes = {n: s for n, s in case["mesh"]}
             count = int(np.prod(list(sizes.values())))
             mesh = Mesh(np.array(devices[:count]).reshape([sizes[n] for n in names]), names)
-            options = compiler.get_compile_options(
-                num_replicas=1, num_partitions=count,
-                device_assignment=np.array([d.id for d in devices[:count]]).reshape(1, count))
-            options.executable_build_options.use_spmd_partitioning = True
-            exe = backend.compile_and_load(case["module"], devices[:count], options)
+            options = compile_options(count, [d.id for d in devices[:count]], args.gspmd)
+            module = case["module_gspmd" if args.gspmd else "module"]
+            exe = backend.compile_and_load(module, devices[:count], options)
             arrays = [xla_check.array(t) for t in case["inputs"]]
             data_specs = case.get("data_specs", case["in_specs"])
             # Only this process's shards are made, each cut from the whole array as its
@@ -185,9 +186,11 @@ def worker(args):
 # ---------------------------------------------------------------------------------------------
 # The parent: starts the workers, waits, ends them, sums up.
 
-def run(path, processes, sample, seed, timeout, wrong_sharding):
+def run(path, processes, sample, seed, timeout, wrong_sharding, gspmd):
     if DEVICES % processes:
         sys.exit(f"{processes} processes cannot share {DEVICES} devices evenly")
+    sys.path.insert(0, HERE)
+    from xla_check import GSPMD_WARNINGS  # noqa: E402  (the single-process checks' list)
     cases = json.load(open(path))["cases"]
     chosen = [cases[k] for k in pick(cases, sample, seed)]
     if wrong_sharding:
@@ -208,7 +211,7 @@ def run(path, processes, sample, seed, timeout, wrong_sharding):
             procs.append(subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--worker", "--processes",
                  str(processes), "--process-id", str(i), "--port", str(port), "--cases",
-                 os.path.join(work, "cases.json")],
+                 os.path.join(work, "cases.json")] + (["--gspmd"] if gspmd else []),
                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True))
         deadline = started + timeout
         while any(p.poll() is None for p in procs):
@@ -233,6 +236,8 @@ def run(path, processes, sample, seed, timeout, wrong_sharding):
         lines = text.splitlines()
         summaries += [json.loads(l) for l in lines if l.startswith('{"process"')]
         failures += [l for l in lines if l.startswith("FAILED")]
+        if not gspmd and any(w in text for w in GSPMD_WARNINGS):
+            failures.append(f"FAILED process {i}: XLA's GSPMD partitioner ran on Shardy's text")
         if procs[i].returncode not in (0, 1) or not any(l.startswith('{"process"') for l in lines):
             said = [l for l in lines if not re.match(r"[WI]\d{4} ", l)]  # not XLA's logging
             failures.append(f"process {i} ended with {procs[i].returncode}: "
@@ -264,6 +269,7 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--wrong-sharding", action="store_true")
+    parser.add_argument("--gspmd", action="store_true")
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--process-id", type=int)
     parser.add_argument("--port", type=int)
@@ -272,7 +278,7 @@ def main():
     if args.worker:
         return worker(args)
     return run(args.corpus, args.processes, args.sample, args.seed, args.timeout,
-               args.wrong_sharding)
+               args.wrong_sharding, args.gspmd)
 
 
 if __name__ == "__main__":

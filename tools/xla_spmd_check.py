@@ -7,7 +7,12 @@ device is its shard's, and a program that reduces over a split dim has a cross-d
 collective. Prints `N passed, N failed`, the collectives XLA inserted, and how many programs
 XLA replicated entirely; exits 1 on any failure.
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 python tools/xla_spmd_check.py spmd.json
+Each program is the text in Shardy's dialect, partitioned by Shardy (the compile options'
+`use_shardy_partitioner`, as JAX sets it); the run fails if XLA prints that GSPMD's partitioner
+ran. With `--gspmd`, the same programs in GSPMD's dialect on GSPMD's partitioner, for the
+export option that keeps that form.
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=8 python tools/xla_spmd_check.py spmd.json [--gspmd]
 """
 
 import json
@@ -69,7 +74,30 @@ def gather(shards, shape, spec, names, sizes):
     return out
 
 
-def main(path):
+def compile_options(count, device_ids, gspmd):
+    """The compile options of a program over `count` devices: SPMD partitioning, by Shardy
+    unless `gspmd` (JAX's own setting, `jax_use_shardy_partitioner`, decides it the same way)."""
+    options = compiler.get_compile_options(
+        num_replicas=1, num_partitions=count, device_assignment=np.array(device_ids).reshape(1, count))
+    options.executable_build_options.use_spmd_partitioning = True
+    options.executable_build_options.use_shardy_partitioner = not gspmd
+    return options
+
+
+def main(path, gspmd=False):
+    seen = []
+    with xla_check.captured_stderr(seen):
+        code = check(path, gspmd)
+    warned = any(w in text for text in seen for w in xla_check.GSPMD_WARNINGS)
+    print(f"partitioner: {'GSPMD' if gspmd else 'Shardy'}; XLA's GSPMD warning "
+          f"{'printed' if warned else 'not printed'}")
+    if warned and not gspmd:
+        print("FAILED: the Shardy run reached GSPMD's partitioner")
+        return 1
+    return code
+
+
+def check(path, gspmd):
     backend = get_backend("cpu")
     devices = backend.devices()
     cases = json.load(open(path))["cases"]
@@ -82,11 +110,9 @@ def main(path):
             sizes = {n: s for n, s in case["mesh"]}
             count = int(np.prod(list(sizes.values())))
             mesh = Mesh(np.array(jax.devices()[:count]).reshape([sizes[n] for n in names]), names)
-            options = compiler.get_compile_options(
-                num_replicas=1, num_partitions=count,
-                device_assignment=np.arange(count).reshape(1, count))
-            options.executable_build_options.use_spmd_partitioning = True
-            exe = backend.compile_and_load(case["module"], devices[:count], options)
+            options = compile_options(count, range(count), gspmd)
+            module = case["module_gspmd" if gspmd else "module"]
+            exe = backend.compile_and_load(module, devices[:count], options)
             arrays = [xla_check.array(t) for t in case["inputs"]]
             args = [jax.device_put(a, NamedSharding(mesh, pspec(s)))
                     for a, s in zip(arrays, case["in_specs"])]
@@ -138,4 +164,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], "--gspmd" in sys.argv[2:]))

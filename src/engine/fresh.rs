@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use ndarray::{Array, ArrayRef, Dimension};
 
-use super::kernel::{self, Block, BlockKernel};
+use super::kernel::{Block, BlockKernel};
 
 /// The output elements one kernel call wrote: the first `written` of its block, row by row.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +56,7 @@ pub(super) unsafe fn call_logged<const N: usize>(
     let written = Cell::new(0);
     let Some(log) = log else {
         // SAFETY: as the caller promised.
-        return unsafe { kernel::call(kernel, ptrs, block, &written) };
+        return unsafe { kernel.block_wide(ptrs, block, &written) };
     };
     /// Records the call's span when dropped: after the call, or while a panic unwinds from it.
     struct Record<'l, 'w, const N: usize> {
@@ -83,7 +83,7 @@ pub(super) unsafe fn call_logged<const N: usize>(
         written: &written,
     };
     // SAFETY: as the caller promised.
-    unsafe { kernel::call(kernel, ptrs, block, &written) }
+    unsafe { kernel.block_wide(ptrs, block, &written) }
 }
 
 /// `out` filled by `fill`, which receives the log to pass to every [`call_logged`] of its walk

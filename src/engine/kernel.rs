@@ -14,7 +14,7 @@ use super::operand::{Operand, Src};
 
 /// One elementwise operation over `N` operands as the engine walks it: its inputs (operands
 /// `1..N`, seen at the output shape; operand 0 is the output) and its element loops over a
-/// [`Block`]. The engine walks blocks and hands each to [`call`]; the kernel dereferences the
+/// [`Block`]. The engine walks blocks and hands each to [`BlockKernel::block_wide`]; the kernel dereferences the
 /// pointers, so that method is `unsafe`. The engine takes kernels as trait objects: it is
 /// compiled once, and each op instantiates only its kernel's loops.
 pub(crate) trait BlockKernel<const N: usize>: Sync {
@@ -59,25 +59,9 @@ impl<K: BlockKernel<N> + ?Sized, const N: usize> Widest for BlockCall<'_, K, N> 
 /// overwrite. The engine's entry points take kernels that write the array they are given.
 pub(crate) trait Writes<S> {}
 
-/// Runs `kernel.block(ptrs, block, written)` in the widest copy this CPU runs ([`widest`]; the
-/// crate itself targets the baseline instruction set).
-///
-/// # Safety
-/// As [`BlockKernel::block`].
-#[inline(always)]
-pub(crate) unsafe fn call<const N: usize>(
-    kernel: &dyn BlockKernel<N>,
-    ptrs: [*mut u8; N],
-    block: Block<N>,
-    written: &Cell<usize>,
-) {
-    // SAFETY: as the caller promised.
-    unsafe { kernel.block_wide(ptrs, block, written) }
-}
-
 /// The vector instruction sets the engine compiles copies of its loops for. Every dispatch
 /// takes the widest this CPU runs from [`simd`], the one place that decides: the kernels'
-/// AVX2 copy ([`call`]), the kernel table's copies ([`widest`]), the AVX register
+/// AVX2 copy ([`BlockKernel::block_wide`]), the kernel table's copies ([`widest`]), the AVX register
 /// transposes. Every copy gives the same bits.
 /// (x86-64 only: elsewhere every loop is the baseline's.)
 #[cfg(target_arch = "x86_64")]

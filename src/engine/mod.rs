@@ -54,7 +54,6 @@ pub(crate) use kernel::{
     CHUNK,
 };
 pub(crate) use operand::Shared;
-#[cfg(feature = "stablehlo")]
 pub(crate) use operand::Strides;
 pub(crate) use operand::{Operand, Src};
 pub(crate) use plan::memory_order;
@@ -227,7 +226,7 @@ where
     // caller promised, and the call runs on this thread.
     unsafe {
         match log {
-            None => kernel::call(kernel, ptrs, block, &Cell::new(0)),
+            None => kernel.block_wide(ptrs, block, &Cell::new(0)),
             Some(_) => fresh::call_logged(kernel, ptrs, block, log),
         }
     }

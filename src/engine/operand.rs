@@ -82,6 +82,20 @@ impl<'a> Operand<'a> {
         }
     }
 
+    /// One-byte elements from `ptr` at `shape` with `strides`, read by no kernel: an indexed
+    /// zip's positions (`zip::indexed`), each element's address giving its index.
+    pub fn positions(ptr: *const u8, shape: &'a [usize], strides: Strides) -> Self {
+        let strides = StridesAt::Made(strides);
+        let (ptr, size, plain) = (ptr.cast_mut(), 1, false);
+        Operand {
+            ptr,
+            size,
+            plain,
+            shape,
+            strides,
+        }
+    }
+
     /// An element pointer and strides of `T`s at `shape`, as an input.
     #[inline(always)]
     fn input<T>(ptr: *const T, shape: &'a [usize], strides: StridesAt<'a>) -> Self {

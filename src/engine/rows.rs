@@ -21,7 +21,7 @@
 //! stride. The tiles are split over threads ([`parallel::split`]); each thread's buffers are
 //! its staging buffer ([`stage::with_staging`]), kept from call to call.
 
-use super::caches::caches;
+use super::caches;
 use super::kernel::{Block, Line};
 use super::operand::{Operand, Shared, Strides};
 use super::parallel;
@@ -117,7 +117,6 @@ struct Walk<'a> {
 /// what the caller could panics.
 pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     let n_ops = chain.operands.len();
-    let sizes = caches();
     let by_rows = chain.per_row.iter().any(|&p| p);
     let (dims, strides) = loop_dims(shape, chain, by_rows);
     let rank = dims.len();
@@ -139,7 +138,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     // wrapped product.)
     let row_bytes = n.saturating_mul(widest);
     let (pitch, rows) = match by_rows {
-        true => (n, (sizes.row_tile() / row_bytes).clamp(1, m)),
+        true => (n, (caches::row_tile() / row_bytes).clamp(1, m)),
         false => chunk_shape((m, n), widest),
     };
     let chunks = n.div_ceil(pitch);
@@ -216,10 +215,9 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
 /// Chunks of the rows (`(m, n)`) for a chain without folds, `(pitch, rows)`: 4 KiB of the
 /// widest register, whole rows where they fit.
 fn chunk_shape((m, n): (usize, usize), widest: usize) -> (usize, usize) {
-    let sizes = caches();
-    let pitch = (sizes.chunk() / widest).clamp(1, n);
+    let pitch = (caches::chunk() / widest).clamp(1, n);
     let rows = if pitch == n {
-        sizes.chunk() / (n * widest)
+        caches::chunk() / (n * widest)
     } else {
         1
     };

@@ -205,32 +205,6 @@ pub(crate) fn copy(size: usize) -> Option<Run<2>> {
     by_size!(size, copy_run)
 }
 
-/// `F`, a function of bytes that gives each byte of its result from the same byte of its
-/// inputs (`and`, `or`, `xor`), over elements of `size` bytes: a run of `n` elements is
-/// `n * size` bytes, so one loop serves every width.
-pub(crate) fn bytewise<F: Elementwise<u8, 2, Out = u8>>(size: usize) -> Option<Run<3>> {
-    /// # Safety
-    /// As [`Run`], for operands of `W`-byte elements.
-    unsafe fn wide<F: Elementwise<u8, 2, Out = u8>, const W: usize>(p: [*mut u8; 3], n: usize) {
-        // SAFETY: `n` consecutive elements of `W` bytes are `n * W` consecutive bytes.
-        unsafe { bytes::<F>(p, n * W) }
-    }
-    /// # Safety
-    /// As [`Run`], for operands of bytes.
-    #[inline(never)]
-    unsafe fn bytes<F: Elementwise<u8, 2, Out = u8>>(p: [*mut u8; 3], n: usize) {
-        // SAFETY: as the caller promised.
-        unsafe { run2::<u8, F>(p, n) }
-    }
-    match size {
-        1 => Some(bytes::<F>),
-        2 => Some(wide::<F, 2>),
-        4 => Some(wide::<F, 4>),
-        8 => Some(wide::<F, 8>),
-        _ => None,
-    }
-}
-
 /// `pred ? on_true : on_false` on elements of `size` bytes (the predicate's are `bool`).
 pub(crate) fn select(size: usize) -> Option<Run<4>> {
     /// # Safety

@@ -172,30 +172,41 @@ fn folds_rows(axes: &[usize], rank: usize) -> bool {
     rank > 0 && axes == [rank - 1]
 }
 
-/// A row chain while the program is read.
-struct RowBuild {
-    shape: Vec<usize>,
-    /// Its first member: every value it reads from outside comes before it.
-    first: usize,
-    members: Vec<usize>,
-    folds: usize,
-}
-
-/// A group while the program is read.
+/// A chain while the program is read: a row chain ([`Program::row_chains`]) or a group of
+/// elementwise nodes at one shape ([`Program::order_stages`]).
 struct Building {
     shape: Vec<usize>,
     members: Vec<usize>,
-    /// The values its members read from outside it, each with its placement (its loop's
+    /// Its first member: every value a row chain reads from outside comes before it.
+    first: usize,
+    folds: usize,
+    /// The values a group's members read from outside it, each with its placement (its loop's
     /// inputs).
     inputs: Vec<(usize, Vec<usize>)>,
-    /// A bound on the operands its loop will have: its inputs, and each member (an output if
-    /// read outside the group).
+    /// A bound on the operands a group's loop will have: its inputs, and each member (an
+    /// output if read outside the group).
     operands: usize,
+    /// A group that takes more members.
     open: bool,
 }
 
-/// Stages in the order they run ([`Program::order_stages`]).
-type Order = Vec<Result<usize, Result<usize, usize>>>;
+impl Building {
+    /// A chain at `shape` that starts at node `first`, a group when `open`.
+    fn new(shape: &[usize], first: usize, open: bool) -> Self {
+        Building {
+            shape: shape.to_vec(),
+            members: Vec::new(),
+            first,
+            folds: 0,
+            inputs: Vec::new(),
+            operands: 0,
+            open,
+        }
+    }
+}
+
+/// Stages in the order they run ([`Program::order_stages`]): a node (`Ok`) or a chain (`Err`).
+type Order = Vec<Result<usize, usize>>;
 
 /// A chain's members written to arrays (`needed`), and the others, each in order.
 fn split_needed(members: &[usize], needed: &[bool]) -> (Vec<usize>, Vec<usize>) {
@@ -255,25 +266,22 @@ impl Program {
             });
         }
         let n = self.nodes.len();
-        let row_builds = self.row_chains();
-        let mut row_of: Vec<Option<usize>> = vec![None; n];
-        for (r, b) in row_builds.iter().enumerate() {
+        let mut chains = self.row_chains();
+        let mut chain_of: Vec<Option<usize>> = vec![None; n];
+        for (r, b) in chains.iter().enumerate() {
             for &m in &b.members {
-                row_of[m] = Some(r);
+                chain_of[m] = Some(r);
             }
         }
-        let (order, groups, group_of) = self.order_stages(&row_builds, &row_of)?;
-        // Which members are written to arrays: outputs, and those read outside their group.
+        let order = self.order_stages(&mut chains, &mut chain_of)?;
+        // Which members are written to arrays: outputs, and those read outside their chain.
         let mut needed = vec![false; n];
         for v in &self.outputs {
             needed[v.index] = true;
         }
         for (i, node) in self.nodes.iter().enumerate() {
             for v in node.op.operands().into_iter().flatten() {
-                if group_of[v.index].is_some() && group_of[v.index] != group_of[i] {
-                    needed[v.index] = true;
-                }
-                if row_of[v.index].is_some() && row_of[v.index] != row_of[i] {
+                if chain_of[v.index].is_some() && chain_of[v.index] != chain_of[i] {
                     needed[v.index] = true;
                 }
             }
@@ -282,12 +290,10 @@ impl Program {
         for stage in order {
             stages.push(match stage {
                 Ok(i) => Stage::Node(i),
-                Err(Ok(g)) => Stage::Rows(Box::new(self.group(
-                    &groups[g].members,
-                    &groups[g].shape,
-                    &needed,
-                )?)),
-                Err(Err(r)) => Stage::Rows(Box::new(self.rows(&row_builds[r], &needed)?)),
+                Err(c) => {
+                    let (members, shape) = (&chains[c].members, &chains[c].shape);
+                    Stage::Rows(Box::new(self.chain(members, shape, &needed)?))
+                }
             });
         }
         // Members written straight into the caller's arrays by `run_into`: outputs once, read
@@ -333,35 +339,32 @@ impl Program {
         })
     }
 
-    /// The stages in the order they run, each a node (`Ok`), a group of elementwise nodes
-    /// (`Err(Ok(g))`, `g` its index in the groups) or a row chain (`Err(Err(r))`, `r` its index
-    /// in `row_builds`); the groups; and each node's group.
+    /// The stages in the order they run, each a node or a chain: the row `chains` (each node's
+    /// in `chain_of`), and the groups of elementwise nodes this adds to them.
     fn order_stages(
         &self,
-        row_builds: &[RowBuild],
-        row_of: &[Option<usize>],
-    ) -> Result<(Order, Vec<Building>, Vec<Option<usize>>)> {
-        let mut group_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
-        let mut groups: Vec<Building> = Vec::new();
+        chains: &mut Vec<Building>,
+        chain_of: &mut [Option<usize>],
+    ) -> Result<Order> {
         let mut order: Order = Vec::new();
-        let close = |g: usize, groups: &mut Vec<Building>, order: &mut Order| {
-            if groups[g].open {
-                groups[g].open = false;
-                order.push(Err(Ok(g)));
+        let close = |g: usize, chains: &mut Vec<Building>, order: &mut Order| {
+            if chains[g].open {
+                chains[g].open = false;
+                order.push(Err(g));
             }
         };
         for (i, node) in self.nodes.iter().enumerate() {
-            if let Some(r) = row_of[i] {
-                // A row chain runs where its first member stands, after the groups it reads.
-                if row_builds[r].first == i {
-                    for &m in &row_builds[r].members {
+            if let Some(r) = chain_of[i] {
+                // A row chain runs where its first member stands, after the chains it reads.
+                if chains[r].first == i {
+                    for m in chains[r].members.clone() {
                         for v in self.nodes[m].op.operands().into_iter().flatten() {
-                            if let Some(g) = group_of[v.index] {
-                                close(g, &mut groups, &mut order);
+                            if let Some(g) = chain_of[v.index] {
+                                close(g, chains, &mut order);
                             }
                         }
                     }
-                    order.push(Err(Err(r)));
+                    order.push(Err(r));
                 }
                 continue;
             }
@@ -369,8 +372,8 @@ impl Program {
             if !fusible(&node.op) {
                 // A reduction reads its operand as an array: its group closes before it.
                 for v in operands.into_iter().flatten() {
-                    if let Some(g) = group_of[v.index] {
-                        close(g, &mut groups, &mut order);
+                    if let Some(g) = chain_of[v.index] {
+                        close(g, chains, &mut order);
                     }
                 }
                 if !matches!(node.op, Op::Parameter | Op::Constant(_)) {
@@ -386,69 +389,63 @@ impl Program {
             };
             let mut home: Option<usize> = None;
             for v in operands.into_iter().flatten() {
-                let Some(g) = group_of[v.index] else { continue };
-                if !groups[g].open {
+                let Some(g) = chain_of[v.index] else { continue };
+                if !chains[g].open {
                     continue;
                 }
                 if !register(&v) || home.is_some_and(|h| h != g) {
                     // Read from outside the group: it is written to an array first.
-                    close(g, &mut groups, &mut order);
+                    close(g, chains, &mut order);
                 } else {
                     home = Some(g);
                 }
             }
-            let home = home.filter(|&g| groups[g].open).or_else(|| {
+            let home = home.filter(|&g| chains[g].open).or_else(|| {
                 // No operand in a group: the latest open group of this shape takes it.
-                (0..groups.len())
+                (0..chains.len())
                     .rev()
-                    .find(|&g| groups[g].open && groups[g].shape == node.shape)
+                    .find(|&g| chains[g].open && chains[g].shape == node.shape)
             });
             // A group's operands (inputs and outputs) are bounded: a member adds at most itself
             // (an output, if read outside) and the values it reads from outside the group, as
             // each is placed, that no member read so before (inputs); one it reads from inside
             // is a register.
             let placed = self.placements(i)?;
-            let new_inputs = |groups: &[Building], g: usize| {
+            let new_inputs = |chains: &[Building], g: usize| {
                 let mut new = Vec::new();
                 for (v, dims) in &placed {
                     let key = (v.index, dims.clone());
-                    let outside = group_of[v.index] != Some(g);
-                    if outside && !groups[g].inputs.contains(&key) && !new.contains(&key) {
+                    let outside = chain_of[v.index] != Some(g);
+                    if outside && !chains[g].inputs.contains(&key) && !new.contains(&key) {
                         new.push(key);
                     }
                 }
                 new
             };
             let fits = |g: usize| {
-                let new = new_inputs(&groups, g).len();
-                groups[g].operands + 1 + new <= MAX_OPERANDS
+                let new = new_inputs(chains, g).len();
+                chains[g].operands + 1 + new <= MAX_OPERANDS
             };
             let g = match home.filter(|&g| fits(g)) {
                 Some(g) => g,
                 None => {
                     if let Some(g) = home {
-                        close(g, &mut groups, &mut order);
+                        close(g, chains, &mut order);
                     }
-                    groups.push(Building {
-                        shape: node.shape.clone(),
-                        members: Vec::new(),
-                        inputs: Vec::new(),
-                        operands: 0,
-                        open: true,
-                    });
-                    groups.len() - 1
+                    chains.push(Building::new(&node.shape, i, true));
+                    chains.len() - 1
                 }
             };
-            let new = new_inputs(&groups, g);
-            groups[g].operands += 1 + new.len();
-            groups[g].inputs.extend(new);
-            groups[g].members.push(i);
-            group_of[i] = Some(g);
+            let new = new_inputs(chains, g);
+            chains[g].operands += 1 + new.len();
+            chains[g].inputs.extend(new);
+            chains[g].members.push(i);
+            chain_of[i] = Some(g);
         }
-        for g in 0..groups.len() {
-            close(g, &mut groups, &mut order);
+        for g in 0..chains.len() {
+            close(g, chains, &mut order);
         }
-        Ok((order, groups, group_of))
+        Ok(order)
     }
 
     /// The values a stage reads from outside it.
@@ -501,7 +498,7 @@ impl Program {
         &self,
         i: usize,
         reads: &Placements,
-        b: &RowBuild,
+        b: &Building,
         g: usize,
         chain_of: &[Option<usize>],
     ) -> bool {
@@ -546,9 +543,9 @@ impl Program {
     /// holds one of its operands and takes it, else the latest that takes it, else starts one;
     /// chains without a reduction are left to the groups.
     #[inline(never)]
-    fn row_chains(&self) -> Vec<RowBuild> {
+    fn row_chains(&self) -> Vec<Building> {
         let mut chain_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
-        let mut chains: Vec<RowBuild> = Vec::new();
+        let mut chains: Vec<Building> = Vec::new();
         for i in 0..self.nodes.len() {
             let Some((shape, reads)) = self.row_node(i) else {
                 continue;
@@ -567,12 +564,7 @@ impl Program {
             let g = match found {
                 Some(g) => g,
                 None => {
-                    chains.push(RowBuild {
-                        shape,
-                        first: i,
-                        members: Vec::new(),
-                        folds: 0,
-                    });
+                    chains.push(Building::new(&shape, i, false));
                     let g = chains.len() - 1;
                     if !self.joins(i, &reads, &chains[g], g, &chain_of) {
                         chains.pop();
@@ -591,47 +583,69 @@ impl Program {
         chains
     }
 
-    /// The row chain of `b`, writing the members `needed` says to arrays.
+    /// The chain of `members` (node indices, in order) over `shape`, writing the members
+    /// `needed` says to arrays: a group (elementwise members at `shape`) or a row chain (with
+    /// folds, and members per row at the dims they keep). A member's operand that is a member is
+    /// a register; every other is an input, placed at `shape`, or at the kept dims when a
+    /// per-row member reads it.
     #[inline(never)]
-    fn rows(&self, b: &RowBuild, needed: &[bool]) -> Result<Rows> {
-        let rank = b.shape.len();
-        let is_member = |v: usize| b.members.contains(&v);
-        let full = |v: usize| self.nodes[v].shape == b.shape;
-        let mut inputs: Vec<RowInput> = Vec::new();
-        let mut reads = Vec::with_capacity(b.members.len());
-        // Each operand of each member: `None` for a member, else its input's number.
-        let mut sources: Vec<Vec<Option<usize>>> = Vec::with_capacity(b.members.len());
-        // A node reads its inputs at its own level; a reduction reads a full value.
-        let reads_per_row = |i: usize| !full(i) && !matches!(self.nodes[i].op, Op::Reduce { .. });
-        for &i in &b.members {
-            let read = match &self.nodes[i].op {
-                Op::Reduce { x, .. } => vec![(*x, iota(rank).to_vec())],
+    fn chain(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
+        let is_member = |v: usize| members.contains(&v);
+        let full = |v: usize| self.nodes[v].shape == shape;
+        // Each member's operands as placed at its shape; a reduction reads a full value.
+        let mut reads = Vec::with_capacity(members.len());
+        for &i in members {
+            reads.push(match &self.nodes[i].op {
+                Op::Reduce { x, .. } => vec![(*x, iota(shape.len()).to_vec())],
                 _ => self.placements(i)?,
-            };
+            });
+        }
+        // A broadcast of a value from outside the chain that only the chain reads is no step:
+        // its readers read that value placed through it, as the broadcast itself does. (Only
+        // where every reader reads it as it is, so that the broadcast's dims place it for all.)
+        let mut read_as_is = vec![true; self.nodes.len()];
+        for (v, dims) in reads.iter().flatten() {
+            read_as_is[v.index] &= dims == iota(dims.len()).as_slice();
+        }
+        let folded = |i: usize| match &self.nodes[i].op {
+            Op::BroadcastInDim { x, dims }
+                if !needed[i] && !is_member(x.index) && read_as_is[i] =>
+            {
+                Some((x.index, dims))
+            }
+            _ => None,
+        };
+        let mut inputs: Vec<RowInput> = Vec::new();
+        // Each operand of each member: `None` for a member, else its input's number.
+        let mut sources: Vec<Vec<Option<usize>>> = Vec::with_capacity(members.len());
+        for (&i, read) in members.iter().zip(&reads) {
             let mut source = Vec::with_capacity(read.len());
-            for (v, dims) in &read {
-                if is_member(v.index) {
-                    source.push(None);
-                    continue;
-                }
-                let input = RowInput {
-                    value: v.index,
-                    dims: dims.clone(),
-                    per_row: reads_per_row(i),
+            let per_row = !full(i) && !matches!(self.nodes[i].op, Op::Reduce { .. });
+            for (v, dims) in read.iter().filter(|_| folded(i).is_none()) {
+                let (value, dims) = match folded(v.index) {
+                    Some((x, bdims)) => (x, bdims.clone()),
+                    None if is_member(v.index) => {
+                        source.push(None);
+                        continue;
+                    }
+                    None => (v.index, dims.clone()),
                 };
-                let k = match inputs.iter().position(|w| *w == input) {
+                let input = RowInput {
+                    value,
+                    dims,
+                    per_row,
+                };
+                source.push(Some(match inputs.iter().position(|w| *w == input) {
                     Some(k) => k,
                     None => {
                         inputs.push(input);
                         inputs.len() - 1
                     }
-                };
-                source.push(Some(k));
+                }));
             }
-            reads.push(read);
             sources.push(source);
         }
-        let (outputs, temps) = split_needed(&b.members, needed);
+        let (outputs, temps) = split_needed(members, needed);
         let base = inputs.len();
         let register_of = |m: usize| match outputs.iter().position(|&o| o == m) {
             Some(k) => base + k,
@@ -646,9 +660,11 @@ impl Program {
             per_row.push(!full(m));
             sizes.push(self.nodes[m].ty.size());
         }
-        let mut steps = Vec::with_capacity(b.members.len());
-        let mut identities = Vec::new();
-        for ((&i, read), source) in b.members.iter().zip(&reads).zip(&sources) {
+        let (mut steps, mut identities) = (Vec::with_capacity(members.len()), Vec::new());
+        for ((&i, read), source) in members.iter().zip(&reads).zip(&sources) {
+            if folded(i).is_some() {
+                continue;
+            }
             let mut reg = Vec::with_capacity(read.len());
             for ((v, _), k) in read.iter().zip(source) {
                 reg.push(k.unwrap_or_else(|| register_of(v.index)));
@@ -675,9 +691,11 @@ impl Program {
                 }
             });
         }
+        // `Program::order_stages` bounds a group's operands; a row chain runs on any number.
+        debug_assert!(!identities.is_empty() || base + outputs.len() <= MAX_OPERANDS);
         Ok(Rows {
-            shape: b.shape.clone(),
-            members: b.members.clone(),
+            shape: shape.to_vec(),
+            members: members.to_vec(),
             reads,
             inputs,
             direct: vec![None; outputs.len()],
@@ -689,122 +707,6 @@ impl Program {
             identities,
         })
     }
-
-    /// The chain of `members` (node indices, in order) over `shape`, without folds, writing the
-    /// members `needed` says to arrays.
-    #[inline(never)]
-    fn group(&self, members: &[usize], shape: &[usize], needed: &[bool]) -> Result<Rows> {
-        let is_member = |v: &Value| members.contains(&v.index);
-        // A broadcast of a value from outside the chain that only the chain reads is no step:
-        // its readers read that value placed through it, as the broadcast itself does.
-        // (Only where every reader reads it at the chain's shape as it is, a member's place,
-        // so that the broadcast's own input serves them all.)
-        let mut read_as_is = vec![true; self.nodes.len()];
-        for &j in members {
-            for (v, dims) in self.placements(j)? {
-                read_as_is[v.index] &= dims == iota(dims.len()).as_slice();
-            }
-        }
-        let folded = |i: usize| match &self.nodes[i].op {
-            Op::BroadcastInDim { x, dims } if !needed[i] && !is_member(x) && read_as_is[i] => {
-                Some((*x, dims))
-            }
-            _ => None,
-        };
-        // Inputs: every operand that is not a member, placed at the shape as its op places it.
-        let mut inputs: Vec<(usize, Vec<usize>)> = Vec::new();
-        let mut reads: Vec<Vec<(Value, Option<Vec<usize>>)>> = Vec::new();
-        for &i in members {
-            let node = &self.nodes[i];
-            if folded(i).is_some() {
-                reads.push(Vec::new());
-                continue;
-            }
-            // Members are read as registers (broadcast_in_dim reads its operand through a view:
-            // never a register).
-            let mut placed: Vec<(Value, Option<Vec<usize>>)> = Vec::new();
-            for (v, dims) in self.placements(i)? {
-                placed.push(match folded(v.index) {
-                    Some((x, bdims)) => (x, Some(bdims.clone())),
-                    None => match is_member(&v) && !matches!(node.op, Op::BroadcastInDim { .. }) {
-                        true => (v, None),
-                        false => (v, Some(dims)),
-                    },
-                });
-            }
-            for (v, dims) in &placed {
-                if let Some(dims) = dims {
-                    if !inputs.iter().any(|(w, d)| *w == v.index && d == dims) {
-                        inputs.push((v.index, dims.clone()));
-                    }
-                }
-            }
-            reads.push(placed);
-        }
-        let (outputs, temps) = split_needed(members, needed);
-        let base = inputs.len();
-        let register_of = |m: usize| match outputs.iter().position(|&o| o == m) {
-            Some(k) => base + k,
-            None => base + outputs.len() + temps.iter().position(|&t| t == m).expect("a member"),
-        };
-        let mut sizes = Vec::new();
-        for &(v, _) in &inputs {
-            sizes.push(self.nodes[v].ty.size());
-        }
-        for &m in outputs.iter().chain(&temps) {
-            sizes.push(self.nodes[m].ty.size());
-        }
-        let mut steps = Vec::with_capacity(members.len());
-        for (&i, placed) in members.iter().zip(&reads) {
-            if folded(i).is_some() {
-                continue;
-            }
-            let mut reg = Vec::with_capacity(placed.len());
-            for (v, dims) in placed {
-                reg.push(match dims {
-                    None => register_of(v.index),
-                    Some(d) => inputs
-                        .iter()
-                        .position(|(w, e)| *w == v.index && e == d)
-                        .expect("an input"),
-                });
-            }
-            let (kernel, args) = self.kernel_of(i, &reg)?;
-            steps.push(RowStep::Map {
-                kernel,
-                out: register_of(i),
-                args,
-            });
-        }
-        debug_assert!(base + outputs.len() <= MAX_OPERANDS);
-        let mut reads = Vec::with_capacity(members.len());
-        for &i in members {
-            reads.push(self.placements(i)?);
-        }
-        let mut row_inputs = Vec::with_capacity(inputs.len());
-        for (value, dims) in inputs {
-            row_inputs.push(RowInput {
-                value,
-                dims,
-                per_row: false,
-            });
-        }
-        let per_row = vec![false; sizes.len()];
-        Ok(Rows {
-            shape: shape.to_vec(),
-            members: members.to_vec(),
-            reads,
-            inputs: row_inputs,
-            direct: vec![None; outputs.len()],
-            last_use: vec![true; outputs.len()],
-            outputs,
-            per_row,
-            sizes,
-            steps,
-            identities: Vec::new(),
-        })
-    }
-
     /// Each operand of elementwise node `i`, with the dims that place it at the node's shape.
     fn placements(&self, i: usize) -> Result<Placements> {
         Ok(placements(&self.nodes[i], &|v| {
@@ -1183,7 +1085,7 @@ impl Executable {
             identities: &identities,
         };
         // SAFETY: the kernels and folds were chosen for their registers' types
-        // (`Program::rows`, `Program::group`), each fold's identity a rank-0 tensor of its
+        // (`Program::chain`), each fold's identity a rank-0 tensor of its
         // type; each step reads inputs or earlier steps' registers and each member is written
         // by its one step; the outputs are fresh arrays or the caller's (borrowed mutably,
         // distinct from the inputs) of their members' shapes; the inputs are placed at the

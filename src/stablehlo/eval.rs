@@ -95,6 +95,18 @@ macro_rules! unary_table {
     };
 }
 
+/// `match` from each listed op of `$e` to its kernel for `$t` in wide copies (`table::$run`),
+/// `None` for the others.
+macro_rules! wide_table {
+    ($op:expr, $e:ident, $run:ident, $t:ty; $($v:ident),*) => {
+        match $op {
+            $($e::$v => Some(table::$run::<$t, elem::$v>()),)*
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    };
+}
+
 /// Integers: `$t` takes the kernels of `$u`, the unsigned type of its width, where the bits
 /// agree.
 macro_rules! ints {
@@ -104,13 +116,7 @@ macro_rules! ints {
                 unary_table!(op, $u; Neg, Not, Popcnt, Clz).or_else(|| unary_table!(op, $t; $($signed),*))
             }
             fn binary(op: Binary) -> Option<Run<3>> {
-                match op {
-                    Binary::And => return table::bytewise::<elem::And>(size_of::<$t>()),
-                    Binary::Or => return table::bytewise::<elem::Or>(size_of::<$t>()),
-                    Binary::Xor => return table::bytewise::<elem::Xor>(size_of::<$t>()),
-                    _ => {}
-                }
-                table!(Binary: op, $u; Add, Sub, Mul, ShiftLeft).or_else(|| {
+                table!(Binary: op, $u; Add, Sub, Mul, ShiftLeft, And, Or, Xor).or_else(|| {
                     table!(Binary: op, $t; Div, Rem, Max, Min, Pow, ShiftRightArithmetic,
                         ShiftRightLogical)
                 })
@@ -146,30 +152,14 @@ macro_rules! floats {
     ($($t:ty: [$($wide:ident),*];)*) => {$(
         impl Kernels for $t {
             fn unary(op: Unary) -> Option<Run<2>> {
-                match op {
-                    Unary::IsFinite => Some(table::run::<$t, elem::IsFinite> as Run<2>),
-                    Unary::Exp => Some(table::run_wide::<$t, elem::Exp>()),
-                    Unary::Expm1 => Some(table::run_wide::<$t, elem::Expm1>()),
-                    Unary::Log => Some(table::run_wide::<$t, elem::Log>()),
-                    Unary::Log1p => Some(table::run_wide::<$t, elem::Log1p>()),
-                    Unary::Logistic => Some(table::run_wide::<$t, elem::Logistic>()),
-                    Unary::Tanh => Some(table::run_wide::<$t, elem::Tanh>()),
-                    Unary::Rsqrt => Some(table::run_wide::<$t, elem::Rsqrt>()),
-                    $(Unary::$wide => Some(table::run_wide::<$t, elem::$wide>()),)*
-                    _ => unary_table!(op, $t; Abs, Neg, Sign, Floor, Ceil, RoundNearestEven,
-                        RoundNearestAfz, Sqrt, Cbrt, Sin, Cos, Tan),
-                }
+                wide_table!(op, Unary, run_wide, $t; Exp, Expm1, Log, Log1p, Logistic, Tanh, Rsqrt
+                    $(, $wide)*).or_else(|| unary_table!(op, $t; IsFinite, Abs, Neg, Sign, Floor,
+                    Ceil, RoundNearestEven, RoundNearestAfz, Sqrt, Cbrt, Sin, Cos, Tan))
             }
             fn binary(op: Binary) -> Option<Run<3>> {
-                match op {
-                    // The arithmetic of programs, wide where the CPU is.
-                    Binary::Add => Some(table::run2_wide::<$t, elem::Add>()),
-                    Binary::Sub => Some(table::run2_wide::<$t, elem::Sub>()),
-                    Binary::Mul => Some(table::run2_wide::<$t, elem::Mul>()),
-                    Binary::Div => Some(table::run2_wide::<$t, elem::Div>()),
-                    Binary::Max => Some(table::run2_wide::<$t, elem::Max>()),
-                    _ => table!(Binary: op, $t; Rem, Min, Pow, Atan2),
-                }
+                // The arithmetic of programs, wide where the CPU is.
+                wide_table!(op, Binary, run2_wide, $t; Add, Sub, Mul, Div, Max)
+                    .or_else(|| table!(Binary: op, $t; Rem, Min, Pow, Atan2))
             }
             fn compare(dir: Direction) -> Option<Run<3>> {
                 table!(Direction: dir, $t; Eq, Ne, Lt, Le)

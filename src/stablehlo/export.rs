@@ -2,7 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::{ElementType, Kind, Node, Op, Program, StableHloElement, Tensor, Value};
+use super::{
+    ElementType, Kind, Node, Op, Program, Reduction, ShardingDialect, StableHloElement, Tensor,
+    Value,
+};
 
 impl Program {
     /// The program as StableHLO text: a module with one `func.func public @main` whose
@@ -22,7 +25,15 @@ impl Program {
     /// assert!(text.contains("stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>"));
     /// assert!(text.contains("stablehlo.add"));
     /// ```
+    ///
+    /// A sharded program's shardings are in Shardy's dialect ([`sharding`](super::sharding)).
     pub fn to_stablehlo(&self) -> String {
+        self.to_stablehlo_with(ShardingDialect::Shardy)
+    }
+
+    /// [`Program::to_stablehlo`], its shardings in `dialect`: GSPMD's for an XLA that predates
+    /// Shardy ([`ShardingDialect`] shows both). The rest of the text is the same.
+    pub fn to_stablehlo_with(&self, dialect: ShardingDialect) -> String {
         let ty = |v: Value| tensor_type(&self.node(v).shape, self.node(v).ty);
         let mut names: Vec<String> = vec![String::new(); self.nodes.len()];
         for (k, p) in self.params.iter().enumerate() {
@@ -30,12 +41,12 @@ impl Program {
         }
         let mut args = Vec::with_capacity(self.params.len());
         for &p in &self.params {
-            let sharding = self.sharding_attr(p.index).unwrap_or_default();
+            let sharding = self.sharding_of(p.index, dialect, None).unwrap_or_default();
             args.push(format!("{}: {}{sharding}", names[p.index], ty(p)));
         }
         let (mut results, mut result_decls) = (Vec::new(), Vec::new());
         for &v in &self.outputs {
-            let sharding = self.sharding_attr(v.index).unwrap_or_default();
+            let sharding = self.sharding_of(v.index, dialect, None).unwrap_or_default();
             result_decls.push(format!("{}{sharding}", ty(v)));
             results.push(ty(v));
         }
@@ -43,22 +54,36 @@ impl Program {
         for (i, node) in self.nodes.iter().enumerate() {
             if let Some(name) = self.emit(&mut text, node, &names) {
                 names[i] = name;
+                // A value neither a parameter nor an output is pinned where it is made.
+                if !self.outputs.iter().any(|o| o.index == i) {
+                    let ty = tensor_type(&node.shape, node.ty);
+                    if let Some(pin) = self.sharding_of(i, dialect, Some((&names[i], &ty))) {
+                        names[i] = text.line(pin);
+                    }
+                }
             }
         }
         let mut returned = Vec::with_capacity(self.outputs.len());
         for v in &self.outputs {
             returned.push(names[v.index].clone());
         }
-        // A sharded program says how many devices it spans; one without, nothing.
-        let attributes = match (&self.mesh, self.shardings.is_empty()) {
-            (Some(mesh), false) => format!(
-                " attributes {{mhlo.num_partitions = {} : i32, mhlo.num_replicas = 1 : i32}}",
-                mesh.devices()
+        // A sharded program says how many devices it spans (and in Shardy's dialect, declares
+        // its mesh); one without, nothing.
+        let (attributes, mesh) = match (&self.mesh, self.shardings.is_empty()) {
+            (Some(mesh), false) => (
+                format!(
+                    " attributes {{mhlo.num_partitions = {} : i32, mhlo.num_replicas = 1 : i32}}",
+                    mesh.devices()
+                ),
+                match dialect {
+                    ShardingDialect::Shardy => format!("  {}\n", mesh.sdy()),
+                    ShardingDialect::Gspmd => String::new(),
+                },
             ),
-            _ => String::new(),
+            _ => (String::new(), String::new()),
         };
         format!(
-            "module @{}{attributes} {{\n  func.func public @main({}) -> ({}) {{\n{}    return {} : {}\n  }}\n}}\n",
+            "module @{}{attributes} {{\n{mesh}  func.func public @main({}) -> ({}) {{\n{}    return {} : {}\n  }}\n}}\n",
             self.name,
             args.join(", "),
             result_decls.join(", "),
@@ -147,7 +172,6 @@ impl Program {
                 let ((lo, lo_ty), (v, v_ty), (hi, hi_ty)) = (typed(*min), typed(*x), typed(*max));
                 format!("stablehlo.clamp {lo}, {v}, {hi} : ({lo_ty}, {v_ty}, {hi_ty}) -> {out_ty}")
             }
-            Op::ReduceInDim { x, dims } => return Some(self.emit_reduce(t, node, *x, dims, names)),
             Op::Unary { op, x } => {
                 let (src, in_ty) = typed(*x);
                 let types = match in_ty == out_ty {
@@ -161,101 +185,34 @@ impl Program {
                 format!("stablehlo.convert {src} : ({in_ty}) -> {out_ty}")
             }
             Op::Reduce { op, x, axes } => {
-                // The identity of the reduction for this type, as a literal of it.
-                let src = self.node(*x);
-                let literal =
-                    Tensor::identity(src.ty, *op).map_or(String::new(), |t| t.visit_literal());
-                let (_, region, pred) = op.names();
-                let region = if node.ty.kind == Kind::Pred {
-                    pred
-                } else {
-                    region
-                };
                 let mut dims = axes.clone();
                 dims.sort_unstable();
-                t.reduce(typed(*x), &literal, region, &dims, node.ty, &out_ty)
+                t.reduce(typed(*x), *op, &dims, node.ty, &out_ty)
+            }
+            Op::ReduceInDim { x, dims } => {
+                // A sum over the operand's dims that fold (not mapped, or mapped onto a size-1
+                // dim from a longer one), then the kept ones placed where `dims` maps them.
+                let src = self.node(*x);
+                let (mut folds, mut kept, mut to) = (Vec::new(), Vec::new(), Vec::new());
+                for (d, &n) in src.shape.iter().enumerate() {
+                    match dims.iter().position(|&m| m == d) {
+                        Some(i) if node.shape[i] == n => (kept.push(n), to.push(i)),
+                        _ => (folds.push(d), ()),
+                    };
+                }
+                let kept_ty = tensor_type(&kept, node.ty);
+                let line = t.reduce(typed(*x), Reduction::Sum, &folds, node.ty, &kept_ty);
+                if kept == node.shape && to.iter().copied().eq(0..to.len()) {
+                    line
+                } else {
+                    let sum = t.line(line);
+                    format!(
+                        "stablehlo.broadcast_in_dim {sum}, dims = {to:?} : ({kept_ty}) -> {out_ty}"
+                    )
+                }
             }
         };
         Some(t.line(line))
-    }
-
-    /// `reduce_in_dim` (the adjoint of `broadcast_in_dim`): a sum over the dims that fold, then
-    /// a reshape and a transpose into `node`'s shape where its dims come in another order.
-    fn emit_reduce(
-        &self,
-        t: &mut Text,
-        node: &Node,
-        x: Value,
-        dims: &[usize],
-        names: &[String],
-    ) -> String {
-        let src = self.node(x);
-        let shape = &node.shape;
-        // Output dims that fold: not mapped, or mapped from a size-1 operand dim.
-        let (mut folds, mut kept) = (Vec::new(), Vec::new());
-        for d in 0..src.shape.len() {
-            let folded = match dims.iter().position(|&m| m == d) {
-                None => true,
-                Some(i) => shape[i] != src.shape[d],
-            };
-            match folded {
-                true => folds.push(d),
-                false => kept.push(src.shape[d]),
-            }
-        }
-        let zero = match node.ty.kind {
-            Kind::Pred => "false".to_string(),
-            Kind::Signed | Kind::Unsigned => "0".to_string(),
-            Kind::Float => "0.000000e+00".to_string(),
-            Kind::Complex => "(0.000000e+00,0.000000e+00)".to_string(),
-        };
-        let reduced_ty = tensor_type(&kept, node.ty);
-        let add = if node.ty.kind == Kind::Pred {
-            "or"
-        } else {
-            "add"
-        };
-        let operand = (&names[x.index], tensor_type(&src.shape, src.ty));
-        let line = t.reduce(operand, &zero, add, &folds, node.ty, &reduced_ty);
-        let mut cur = t.line(line);
-        let operand = &node.shape;
-        // The operand's dims in the order they sit in the output, then back to its own order.
-        // (Sorted as keys `dims[i] * len + i`, so that the crate compiles one sort of indices.)
-        let len = operand.len();
-        let mut order = Vec::with_capacity(len);
-        for (i, &d) in dims.iter().enumerate() {
-            order.push(d * len + i);
-        }
-        order.sort_unstable();
-        let mut sorted = Vec::with_capacity(len);
-        for k in &mut order {
-            *k %= len;
-            sorted.push(operand[*k]);
-        }
-        let mut cur_shape = kept;
-        if cur_shape != sorted {
-            let (from, to) = (
-                tensor_type(&cur_shape, node.ty),
-                tensor_type(&sorted, node.ty),
-            );
-            cur = t.line(format!("stablehlo.reshape {cur} : ({from}) -> {to}"));
-            cur_shape = sorted;
-        }
-        // Where each of the operand's dims sits in `order`.
-        let mut perm = vec![0; len];
-        for (at, &i) in order.iter().enumerate() {
-            perm[i] = at;
-        }
-        if !perm.iter().enumerate().all(|(k, &p)| p == k) {
-            let (from, to) = (
-                tensor_type(&cur_shape, node.ty),
-                tensor_type(operand, node.ty),
-            );
-            cur = t.line(format!(
-                "stablehlo.transpose {cur}, dims = {perm:?} : ({from}) -> {to}"
-            ));
-        }
-        cur
     }
 }
 
@@ -275,17 +232,20 @@ impl Text {
         name
     }
 
-    /// A `stablehlo.reduce` of `operand` (its name and type) over `dims` by `region` from the
-    /// scalar `identity` (written as the next value), into `out_ty`: the reduce's line.
+    /// A `stablehlo.reduce` of `operand` (its name and type) over `dims` by reduction `op`
+    /// (its region; `bool`'s for `ty` `bool`) from its identity (written as the next value),
+    /// into `out_ty`: the reduce's line.
     fn reduce(
         &mut self,
         (src, src_ty): (&String, String),
-        identity: &str,
-        region: &str,
+        op: Reduction,
         dims: &[usize],
         ty: ElementType,
         out_ty: &str,
     ) -> String {
+        let identity = Tensor::identity(ty, op).map_or(String::new(), |t| t.visit_literal());
+        let (_, region, pred) = op.names();
+        let region = if ty.kind == Kind::Pred { pred } else { region };
         let scalar = tensor_type(&[], ty);
         let init = self.line(format!("stablehlo.constant dense<{identity}> : {scalar}"));
         format!(
@@ -313,11 +273,7 @@ impl Text {
             "stablehlo.iota dim = {axis} : {}",
             tensor_type(&x.shape, node.ty)
         ));
-        let extreme = if max {
-            super::Reduction::Max
-        } else {
-            super::Reduction::Min
-        };
+        let extreme = if max { Reduction::Max } else { Reduction::Min };
         let start = Tensor::identity(x.ty, extreme).map_or(String::new(), |t| t.visit_literal());
         let init_v = self.line(format!("stablehlo.constant dense<{start}> : {v}"));
         let init_i = self.line(format!("stablehlo.constant dense<0> : {i}"));

@@ -44,7 +44,7 @@ use crate::shape::{binary_plan, broadcast_in_dim_shape, clamp_shape, in_dim_chec
 mod compile;
 pub use compile::Executable;
 pub mod sharding;
-pub use sharding::{Mesh, PartitionSpec};
+pub use sharding::{Mesh, PartitionSpec, ShardingDialect};
 mod eval;
 mod export;
 mod tensor;
@@ -502,14 +502,10 @@ impl Clone for Program {
 
 /// The error for an op whose operands' element types do not fit it.
 fn type_error(op: &'static str, types: &[ElementType], reason: &str) -> BroadcastError {
-    let mut names = String::new();
-    for (k, t) in types.iter().enumerate() {
-        names += if k > 0 { ", " } else { "" };
-        names += t.name;
-    }
+    let names: Vec<&str> = types.iter().map(|t| t.name).collect();
     BroadcastError::ElementType {
         op,
-        types: names,
+        types: names.join(", "),
         reason: reason.to_string(),
     }
 }
@@ -736,11 +732,8 @@ impl Program {
             });
         }
         if T::TYPE.kind == Kind::Pred {
-            return Err(type_error(
-                "iota",
-                &[T::TYPE],
-                "StableHLO's iota is of numbers",
-            ));
+            let reason = "StableHLO's iota is of numbers";
+            return Err(type_error("iota", &[T::TYPE], reason));
         }
         crate::shape::checked_size_for("iota", shape)?;
         Ok(self.push(Op::Iota { dim }, shape.to_vec(), T::TYPE))
@@ -875,11 +868,8 @@ impl Program {
         self.own(name, &[lhs, rhs])?;
         let (l, r) = (self.node(lhs), self.node(rhs));
         if l.ty != r.ty {
-            return Err(type_error(
-                name,
-                &[l.ty, r.ty],
-                "the operands must have one element type",
-            ));
+            let reason = "the operands must have one element type";
+            return Err(type_error(name, &[l.ty, r.ty], reason));
         }
         if !has(l.ty) {
             return Err(type_error(name, &[l.ty], lacks));
@@ -953,11 +943,8 @@ impl Program {
         self.own("select", &[pred, on_true, on_false])?;
         let (p, t, f) = (self.node(pred), self.node(on_true), self.node(on_false));
         if p.ty != bool::TYPE || t.ty != f.ty {
-            return Err(type_error(
-                "select",
-                &[p.ty, t.ty, f.ty],
-                "the predicate must be i1 and the branches of one type",
-            ));
+            let reason = "the predicate must be i1 and the branches of one type";
+            return Err(type_error("select", &[p.ty, t.ty, f.ty], reason));
         }
         let shape = select_shape(&p.shape, &t.shape, &f.shape)?;
         let ty = t.ty;
@@ -995,11 +982,8 @@ impl Program {
         self.own("clamp", &[min, x, max])?;
         let (lo, v, hi) = (self.node(min), self.node(x), self.node(max));
         if lo.ty != v.ty || hi.ty != v.ty || v.ty.kind == Kind::Complex {
-            return Err(type_error(
-                "clamp",
-                &[lo.ty, v.ty, hi.ty],
-                "the three must have one ordered element type",
-            ));
+            let reason = "the three must have one ordered element type";
+            return Err(type_error("clamp", &[lo.ty, v.ty, hi.ty], reason));
         }
         let shape = clamp_shape(&lo.shape, &v.shape, &hi.shape)?;
         let ty = v.ty;
@@ -1076,11 +1060,9 @@ impl Program {
         self.own(name, &[x])?;
         let node = self.node(x);
         if !op.defined_for(node.ty.kind) {
-            return Err(type_error(
-                name,
-                &[node.ty],
-                "StableHLO does not define the op for this type, or the crate does not run it yet",
-            ));
+            let reason =
+                "StableHLO does not define the op for this type, or the crate does not run it yet";
+            return Err(type_error(name, &[node.ty], reason));
         }
         let ty = match op {
             Unary::IsFinite => bool::TYPE,
@@ -1102,16 +1084,28 @@ impl Program {
         self.own(name, &[x])?;
         let node = self.node(x);
         if !op.defined_for(node.ty.kind) {
-            return Err(type_error(
-                name,
-                &[node.ty],
-                "StableHLO does not define the reduction for this type",
-            ));
+            let reason = "StableHLO does not define the reduction for this type";
+            return Err(type_error(name, &[node.ty], reason));
         }
-        let rank = node.shape.len();
+        let (ty, shape) = (node.ty, self.reduced(name, x, axes, false)?);
+        let axes = axes.to_vec();
+        Ok(self.push(Op::Reduce { op, x, axes }, shape, ty))
+    }
+
+    /// The shape of `x` without `axes`: an error for an axis out of range or given twice, or
+    /// (`nonempty`) of size 0.
+    fn reduced(
+        &self,
+        op: &'static str,
+        x: Value,
+        axes: &[usize],
+        nonempty: bool,
+    ) -> Result<Vec<usize>> {
+        let shape = &self.node(x).shape;
+        let rank = shape.len();
         let refuse = |reason: String| BroadcastError::ReduceAxes {
-            op: name,
-            shape: node.shape.clone().into(),
+            op,
+            shape: shape.clone().into(),
             axes: axes.into(),
             reason,
         };
@@ -1122,15 +1116,12 @@ impl Program {
             if axes[..i].contains(&a) {
                 return Err(refuse(format!("axis {a} is given twice")));
             }
-        }
-        let mut shape = Vec::with_capacity(rank);
-        for d in 0..rank {
-            if !axes.contains(&d) {
-                shape.push(node.shape[d]);
+            if nonempty && shape[a] == 0 {
+                return Err(refuse(format!("axis {a} has no element, so no index")));
             }
         }
-        let (ty, axes) = (node.ty, axes.to_vec());
-        Ok(self.push(Op::Reduce { op, x, axes }, shape, ty))
+        let kept = (0..rank).filter(|d| !axes.contains(d));
+        Ok(kept.map(|d| shape[d]).collect())
     }
 
     /// Records `argmin`: the index along `axis` of the minimum of `x`, of integer type `I`,
@@ -1191,38 +1182,18 @@ impl Program {
         self.own(name, &[x])?;
         let node = self.node(x);
         if node.ty.kind == Kind::Complex {
-            return Err(type_error(
-                name,
-                &[node.ty],
-                "complex numbers have no order",
-            ));
+            let reason = "complex numbers have no order";
+            return Err(type_error(name, &[node.ty], reason));
         }
-        let n = node.shape.get(axis).copied();
-        if n.is_none_or(|n| n == 0) {
-            return Err(BroadcastError::ReduceAxes {
-                op: name,
-                shape: node.shape.clone().into(),
-                axes: [axis].into(),
-                reason: match n {
-                    None => format!("axis {axis} is out of range for rank {}", node.shape.len()),
-                    Some(_) => format!("axis {axis} has no element, so no index"),
-                },
-            });
-        }
+        let shape = self.reduced(name, x, &[axis], true)?;
+        let n = node.shape[axis];
         let bits = 8 * index.size() - usize::from(index.kind == Kind::Signed);
-        let fits = bits >= 64 || (n.unwrap_or(0) as u64 - 1) >> bits == 0;
+        let fits = bits >= 64 || (n as u64 - 1) >> bits == 0;
         if !matches!(index.kind, Kind::Signed | Kind::Unsigned) || !fits {
-            return Err(type_error(
-                name,
-                &[node.ty, index],
-                &format!(
-                    "the index type must be an integer type that holds {}",
-                    n.unwrap_or(0) - 1
-                ),
-            ));
+            let last = n - 1;
+            let reason = format!("the index type must be an integer type that holds {last}");
+            return Err(type_error(name, &[node.ty, index], &reason));
         }
-        let mut shape = node.shape.clone();
-        shape.remove(axis);
         Ok(self.push(Op::ArgReduce { max, x, axis }, shape, index))
     }
 

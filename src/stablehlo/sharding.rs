@@ -1,14 +1,14 @@
 //! Shardings: how XLA's SPMD partitioner splits a program's arrays over a device mesh, in the
 //! vocabulary of JAX's `Mesh` and `PartitionSpec`.
 //!
-//! A program with a [`Mesh`] and [`PartitionSpec`]s on some of its parameters and outputs
-//! exports them as GSPMD's `mhlo.sharding` attributes, with the module's partition count
-//! (`mhlo.num_partitions`). GSPMD's strings are what XLA reads from StableHLO text on every
-//! path, the Shardy partitioner of `jax==0.10.2` included (it imports them); Shardy's own
-//! `sdy.mesh` and `sdy.sharding` need its dialect registered by the caller. XLA then splits
-//! the work and inserts the collectives (an all-reduce for a sum over a split dim).
-//! [`Program::run`] and [`Program::compile`] ignore shardings: one machine computes the same
-//! values.
+//! A program with a [`Mesh`] and [`PartitionSpec`]s on some of its values exports them in
+//! Shardy's dialect, the one XLA partitions with by default and keeps: an `sdy.mesh` for the
+//! mesh, an `sdy.sharding` on each sharded parameter and output, and an
+//! `sdy.sharding_constraint` where the program pins an intermediate; with the module's
+//! partition count (`mhlo.num_partitions`). GSPMD's `mhlo.sharding` strings, which XLA is
+//! removing, are one export option away ([`ShardingDialect::Gspmd`]). XLA then splits the work
+//! and inserts the collectives (an all-reduce for a sum over a split dim). [`Program::run`] and
+//! [`Program::compile`] ignore shardings: one machine computes the same values.
 //!
 //! Running the exported text on a mesh from JAX (`jax==0.10.2`; `tools/xla_spmd_check.py`
 //! does this for every program of its corpus, and gathers the outputs' shards):
@@ -24,6 +24,7 @@
 //! options = compiler.get_compile_options(num_replicas=1, num_partitions=8,
 //!                                        device_assignment=np.arange(8).reshape(1, 8))
 //! options.executable_build_options.use_spmd_partitioning = True
+//! options.executable_build_options.use_shardy_partitioner = True  # False for the GSPMD text
 //! exe = backend.compile_and_load(text, backend.devices()[:8], options)
 //! mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
 //! x = jax.device_put(x, NamedSharding(mesh, P("data", None)))
@@ -33,6 +34,31 @@
 
 use super::{Program, Value};
 use crate::error::{BroadcastError, Result};
+
+/// The dialect an export writes shardings in ([`Program::to_stablehlo_with`]).
+///
+/// ```
+/// use xla_bcast::stablehlo::{Mesh, PartitionSpec, Program, ShardingDialect};
+///
+/// let mut p = Program::new("s");
+/// p.set_mesh(Mesh::new(&[("data", 2)]).unwrap()).unwrap();
+/// let x = p.parameter::<f32>(&[4]);
+/// p.shard(x, &PartitionSpec::new(&[&["data"]])).unwrap();
+/// p.output(x).unwrap();
+/// assert!(p.to_stablehlo().contains(r#"sdy.sharding = #sdy.sharding<@mesh, [{"data"}]>"#));
+/// let gspmd = p.to_stablehlo_with(ShardingDialect::Gspmd);
+/// assert!(gspmd.contains(r#"mhlo.sharding = "{devices=[2]<=[2]}""#));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ShardingDialect {
+    /// Shardy's (`sdy.mesh`, `sdy.sharding`, `sdy.sharding_constraint`): what XLA partitions
+    /// with by default (`use_shardy_partitioner`), and keeps.
+    #[default]
+    Shardy,
+    /// GSPMD's `mhlo.sharding` strings (and a `Sharding` custom call for a pinned
+    /// intermediate), for an XLA that predates Shardy: XLA is removing this partitioner.
+    Gspmd,
+}
 
 /// A device mesh: named axes with sizes, major first (JAX's `Mesh`); device `i` of the
 /// partition count sits at the row-major index `i` of the mesh.
@@ -85,11 +111,9 @@ impl Mesh {
         axes.iter()
             .try_fold(1usize, |n, &(_, s)| n.checked_mul(s))
             .ok_or_else(|| refuse("", "the mesh's device count overflows"))?;
-        let mut owned = Vec::with_capacity(axes.len());
-        for &(n, s) in axes {
-            owned.push((n.to_string(), s));
-        }
-        Ok(Mesh { axes: owned })
+        Ok(Mesh {
+            axes: axes.iter().map(|&(n, s)| (n.to_string(), s)).collect(),
+        })
     }
 
     /// The number of devices: the product of the axes' sizes.
@@ -115,6 +139,16 @@ impl Mesh {
 
     fn position(&self, axis: &str) -> Option<usize> {
         self.axes.iter().position(|(n, _)| n == axis)
+    }
+
+    /// Shardy's declaration of the mesh, `@mesh` (device ids in the row-major order).
+    pub(super) fn sdy(&self) -> String {
+        let axes: Vec<String> = self
+            .axes
+            .iter()
+            .map(|(n, s)| format!("\"{n}\"={s}"))
+            .collect();
+        format!("sdy.mesh @mesh = <[{}]>", axes.join(", "))
     }
 }
 
@@ -145,15 +179,12 @@ impl PartitionSpec {
     /// assert_ne!(spec, PartitionSpec::new(&[&["data"]]));
     /// ```
     pub fn new(dims: &[&[&str]]) -> PartitionSpec {
-        let mut owned = Vec::with_capacity(dims.len());
-        for d in dims {
-            let mut axes = Vec::with_capacity(d.len());
-            for a in *d {
-                axes.push(a.to_string());
-            }
-            owned.push(axes);
+        let dims = dims
+            .iter()
+            .map(|d| d.iter().map(|a| a.to_string()).collect());
+        PartitionSpec {
+            dims: dims.collect(),
         }
-        PartitionSpec { dims: owned }
     }
 
     /// Every dim of an array of `rank` replicated.
@@ -181,6 +212,17 @@ impl PartitionSpec {
             .map(|d| d.iter().map(String::as_str).collect())
     }
 
+    /// Shardy's sharding of this spec on `@mesh` ([`Mesh::sdy`]): each dim's axes, major
+    /// first, `{}` for a replicated dim (closed: the partitioner keeps it so).
+    pub(super) fn sdy(&self) -> String {
+        let mut dims = Vec::with_capacity(self.dims.len());
+        for d in &self.dims {
+            let axes: Vec<String> = d.iter().map(|a| format!("\"{a}\"")).collect();
+            dims.push(format!("{{{}}}", axes.join(", ")));
+        }
+        format!("<@mesh, [{}]>", dims.join(", "))
+    }
+
     /// GSPMD's sharding string for this spec on `mesh`: the tile assignment over the array's
     /// dims (and a last one, replicated, for the axes no dim uses) as an iota of the mesh's
     /// devices, transposed to the axes' order.
@@ -203,18 +245,8 @@ impl PartitionSpec {
         if replicated > 1 {
             tiles.push(replicated);
         }
-        let list = |v: &[usize]| {
-            let mut text = String::new();
-            for (k, x) in v.iter().enumerate() {
-                text += if k > 0 { "," } else { "" };
-                text += &x.to_string();
-            }
-            text
-        };
-        let mut sizes = Vec::with_capacity(mesh.axes.len());
-        for (_, s) in &mesh.axes {
-            sizes.push(*s);
-        }
+        let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        let sizes: Vec<usize> = mesh.axes.iter().map(|(_, s)| *s).collect();
         // In the mesh's order the devices are an iota; otherwise the mesh's dims transposed.
         let iota = match order.iter().copied().eq(0..order.len()) {
             true => format!("[{}]", mesh.devices()),
@@ -268,8 +300,9 @@ impl Program {
         self.mesh.as_ref()
     }
 
-    /// Splits `x`, a parameter or an output of the program, over the mesh as `spec` says
-    /// (JAX's `NamedSharding(mesh, spec)`); exported as its `mhlo.sharding`.
+    /// Splits `x` over the mesh as `spec` says (JAX's `NamedSharding(mesh, spec)`): a parameter
+    /// or an output is exported with its `sdy.sharding`, and any other value is pinned there
+    /// (JAX's `with_sharding_constraint`: an `sdy.sharding_constraint`).
     ///
     /// ```
     /// use xla_bcast::stablehlo::{Mesh, PartitionSpec, Program};
@@ -282,16 +315,21 @@ impl Program {
     /// p.output(s).unwrap();
     /// let text = p.to_stablehlo();
     /// assert!(text.contains("mhlo.num_partitions = 8"));
-    /// assert!(text.contains(r#"{mhlo.sharding = "{devices=[4,1,2]<=[8] last_tile_dim_replicate}"}"#));
+    /// assert!(text.contains(r#"sdy.mesh @mesh = <["data"=4, "model"=2]>"#));
+    /// assert!(text.contains(r#"{sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>}"#));
+    /// let e = p.exp(x).unwrap();
+    /// p.shard(e, &PartitionSpec::new(&[&[], &["model"]])).unwrap(); // pinned
+    /// let text = p.to_stablehlo();
+    /// assert!(text.contains(r#"sdy.sharding_constraint %2 <@mesh, [{}, {"model"}]> : tensor<8x6xf32>"#));
     /// // A split dim must divide evenly; each axis once per array.
     /// assert!(p.shard(x, &PartitionSpec::new(&[&[], &["data"]])).is_err());
     /// assert!(p.shard(x, &PartitionSpec::new(&[&["data"], &["data"]])).is_err());
     /// ```
     ///
     /// # Errors
-    /// [`BroadcastError::Sharding`], naming the array, the dim and the axis: no mesh, `x`
-    /// neither a parameter nor an output, a spec of another rank, an axis the mesh lacks or
-    /// named twice, a dim its axes' device count does not divide.
+    /// [`BroadcastError::Sharding`], naming the array, the dim and the axis: no mesh, a spec
+    /// of another rank, an axis the mesh lacks or named twice, a dim its axes' device count
+    /// does not divide.
     pub fn shard(&mut self, x: Value, spec: &PartitionSpec) -> Result<()> {
         self.own("shard", &[x])?;
         let Some(mesh) = &self.mesh else {
@@ -303,17 +341,6 @@ impl Program {
             });
         };
         self.check_spec(mesh, x.index, spec)?;
-        let is_param = self.params.iter().any(|p| p.index == x.index);
-        let is_output = self.outputs.iter().any(|o| o.index == x.index);
-        if !is_param && !is_output {
-            return Err(BroadcastError::Sharding {
-                array: self.array_name(x.index),
-                dim: None,
-                axis: None,
-                reason: "only parameters and outputs carry shardings: make it an output first"
-                    .to_string(),
-            });
-        }
         self.shardings.retain(|(i, _)| *i != x.index);
         self.shardings.push((x.index, spec.clone()));
         Ok(())
@@ -322,55 +349,38 @@ impl Program {
     /// `spec`'s errors for the array of node `index` on `mesh`.
     fn check_spec(&self, mesh: &Mesh, index: usize, spec: &PartitionSpec) -> Result<()> {
         let shape = &self.nodes[index].shape;
-        let refuse =
-            |dim: Option<usize>, axis: Option<&str>, reason: String| BroadcastError::Sharding {
+        let refuse = |dim: Option<usize>, axis: Option<&String>, reason: String| {
+            Err(BroadcastError::Sharding {
                 array: self.array_name(index),
                 dim,
-                axis: axis.map(str::to_string),
+                axis: axis.cloned(),
                 reason,
-            };
+            })
+        };
         if spec.dims.len() != shape.len() {
-            return Err(refuse(
-                None,
-                None,
-                format!(
-                    "the spec has {} dims, the array {:?} has {}",
-                    spec.dims.len(),
-                    shape,
-                    shape.len()
-                ),
-            ));
+            let (n, rank) = (spec.dims.len(), shape.len());
+            let reason = format!("the spec has {n} dims, the array {shape:?} has {rank}");
+            return refuse(None, None, reason);
         }
         let mut seen: Vec<&str> = Vec::new();
         for (d, axes) in spec.dims.iter().enumerate() {
             let mut devices = 1usize;
             for a in axes {
                 let Some(p) = mesh.position(a) else {
-                    return Err(refuse(
-                        Some(d),
-                        Some(a),
-                        "the mesh has no such axis".to_string(),
-                    ));
+                    return refuse(Some(d), Some(a), "the mesh has no such axis".to_string());
                 };
                 if seen.contains(&a.as_str()) {
-                    return Err(refuse(
-                        Some(d),
-                        Some(a),
-                        "an array uses each mesh axis once".to_string(),
-                    ));
+                    let reason = "an array uses each mesh axis once".to_string();
+                    return refuse(Some(d), Some(a), reason);
                 }
                 seen.push(a);
                 devices *= mesh.axes[p].1;
             }
             if !shape[d].is_multiple_of(devices) {
-                return Err(refuse(
-                    Some(d),
-                    axes.last().map(String::as_str),
-                    format!(
-                        "dim {d} of size {} does not split evenly over {devices} devices",
-                        shape[d]
-                    ),
-                ));
+                let n = shape[d];
+                let reason =
+                    format!("dim {d} of size {n} does not split evenly over {devices} devices");
+                return refuse(Some(d), axes.last(), reason);
             }
         }
         Ok(())
@@ -387,10 +397,30 @@ impl Program {
         format!("value %{index} {:?}", self.nodes[index].shape)
     }
 
-    /// The `mhlo.sharding` attribute of node `index`, if it has a sharding.
-    pub(super) fn sharding_attr(&self, index: usize) -> Option<String> {
+    /// Node `index`'s sharding in `dialect`, if it has one: as an argument's or a result's
+    /// attribute, or (`pin`: a value `v` of type `ty`) as the constraint that pins it.
+    pub(super) fn sharding_of(
+        &self,
+        index: usize,
+        dialect: ShardingDialect,
+        pin: Option<(&str, &str)>,
+    ) -> Option<String> {
         let mesh = self.mesh.as_ref()?;
         let (_, spec) = self.shardings.iter().find(|(i, _)| *i == index)?;
-        Some(format!(" {{mhlo.sharding = \"{}\"}}", spec.gspmd(mesh)))
+        Some(match (dialect, pin) {
+            (ShardingDialect::Shardy, None) => {
+                format!(" {{sdy.sharding = #sdy.sharding{}}}", spec.sdy())
+            }
+            (ShardingDialect::Shardy, Some((v, ty))) => {
+                format!("sdy.sharding_constraint {v} {} : {ty}", spec.sdy())
+            }
+            (ShardingDialect::Gspmd, None) => {
+                format!(" {{mhlo.sharding = \"{}\"}}", spec.gspmd(mesh))
+            }
+            (ShardingDialect::Gspmd, Some((v, ty))) => format!(
+                "stablehlo.custom_call @Sharding({v}) {{mhlo.sharding = \"{}\"}} : ({ty}) -> {ty}",
+                spec.gspmd(mesh)
+            ),
+        })
     }
 }

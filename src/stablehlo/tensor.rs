@@ -73,6 +73,47 @@ macro_rules! literal {
     };
 }
 
+/// `element_type`, `shape` and `strides` of the tensor enum `$e` (the type `$self_ty`), whose
+/// examples make `t`, a `[[1.5f64, 2.0]]`, as `$make` says.
+macro_rules! accessors {
+    ($self_ty:ty, $e:ident, $make:literal; $($(#[$cfg:meta])* $variant:ident: $t:ty),*) => {
+        impl $self_ty {
+            /// Its element type.
+            ///
+            /// ```
+            #[doc = concat!("use xla_bcast::stablehlo::", stringify!($e), ";")]
+            #[doc = $make]
+            /// assert_eq!(t.element_type().name, "f64");
+            /// ```
+            pub fn element_type(&self) -> ElementType {
+                match self {
+                    $($(#[$cfg])* $e::$variant(_) => <$t as StableHloElement>::TYPE,)*
+                }
+            }
+
+            /// Its shape.
+            ///
+            /// ```
+            #[doc = concat!("use xla_bcast::stablehlo::", stringify!($e), ";")]
+            #[doc = $make]
+            /// assert_eq!(t.shape(), &[1, 2]);
+            /// ```
+            pub fn shape(&self) -> &[usize] {
+                match self {
+                    $($(#[$cfg])* $e::$variant(a) => a.shape(),)*
+                }
+            }
+
+            /// Its strides, in elements.
+            pub(super) fn strides(&self) -> &[isize] {
+                match self {
+                    $($(#[$cfg])* $e::$variant(a) => a.strides(),)*
+                }
+            }
+        }
+    };
+}
+
 macro_rules! tensor_types {
     ($($(#[$cfg:meta])* $variant:ident: $t:ty, $name:literal, $kind:ident, $lit:tt;)*) => {
         /// A concrete array of any element type a [`Program`](super::Program) takes or gives.
@@ -160,21 +201,14 @@ macro_rules! tensor_types {
             )*
         }
 
+        accessors!(Tensor, Tensor, "let t = Tensor::from(ndarray::array![[1.5f64, 2.0]]);";
+            $($(#[$cfg])* $variant: $t),*);
+        accessors!(TensorView<'_>, TensorView, "let a = ndarray::array![[1.5f64, 2.0]];\nlet t = TensorView::from(&a);";
+            $($(#[$cfg])* $variant: $t),*);
+        accessors!(TensorViewMut<'_>, TensorViewMut, "let mut a = ndarray::array![[1.5f64, 2.0]];\nlet t = TensorViewMut::from(&mut a);";
+            $($(#[$cfg])* $variant: $t),*);
+
         impl<'a> TensorViewMut<'a> {
-            /// Its element type.
-            pub fn element_type(&self) -> ElementType {
-                match self {
-                    $($(#[$cfg])* TensorViewMut::$variant(_) => <$t as StableHloElement>::TYPE,)*
-                }
-            }
-
-            /// Its shape.
-            pub fn shape(&self) -> &[usize] {
-                match self {
-                    $($(#[$cfg])* TensorViewMut::$variant(a) => a.shape(),)*
-                }
-            }
-
             /// The same view, for a shorter lifetime.
             ///
             /// ```
@@ -186,13 +220,6 @@ macro_rules! tensor_types {
             pub fn view_mut(&mut self) -> TensorViewMut<'_> {
                 match self {
                     $($(#[$cfg])* TensorViewMut::$variant(a) => TensorViewMut::$variant(a.view_mut()),)*
-                }
-            }
-
-            /// Its strides, in elements.
-            pub(super) fn strides(&self) -> &[isize] {
-                match self {
-                    $($(#[$cfg])* TensorViewMut::$variant(a) => a.strides(),)*
                 }
             }
 
@@ -236,39 +263,6 @@ macro_rules! tensor_types {
             pub(super) fn literals(&self) -> Vec<String> {
                 match self {
                     $($(#[$cfg])* Tensor::$variant(a) => a.iter().map(|v| v.literal()).collect(),)*
-                }
-            }
-
-            /// Its element type.
-            ///
-            /// ```
-            /// use xla_bcast::stablehlo::Tensor;
-            /// let t = Tensor::from(ndarray::array![1.5f64].into_dyn());
-            /// assert_eq!(t.element_type().name, "f64");
-            /// ```
-            pub fn element_type(&self) -> ElementType {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(_) => <$t as StableHloElement>::TYPE,)*
-                }
-            }
-
-            /// Its shape.
-            ///
-            /// ```
-            /// use xla_bcast::stablehlo::Tensor;
-            /// let t = Tensor::from(ndarray::Array2::<i16>::zeros((2, 5)).into_dyn());
-            /// assert_eq!(t.shape(), &[2, 5]);
-            /// ```
-            pub fn shape(&self) -> &[usize] {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(a) => a.shape(),)*
-                }
-            }
-
-            /// Its strides, in elements.
-            pub(super) fn strides(&self) -> &[isize] {
-                match self {
-                    $($(#[$cfg])* Tensor::$variant(a) => a.strides(),)*
                 }
             }
 
@@ -339,30 +333,6 @@ macro_rules! tensor_types {
         }
 
         impl TensorView<'_> {
-            /// Its element type.
-            ///
-            /// ```
-            /// use xla_bcast::stablehlo::TensorView;
-            /// assert_eq!(TensorView::from(&ndarray::array![1u8]).element_type().name, "ui8");
-            /// ```
-            pub fn element_type(&self) -> ElementType {
-                match self {
-                    $($(#[$cfg])* TensorView::$variant(_) => <$t as StableHloElement>::TYPE,)*
-                }
-            }
-
-            /// Its shape.
-            ///
-            /// ```
-            /// use xla_bcast::stablehlo::TensorView;
-            /// assert_eq!(TensorView::from(&ndarray::array![[1i64, 2, 3]]).shape(), &[1, 3]);
-            /// ```
-            pub fn shape(&self) -> &[usize] {
-                match self {
-                    $($(#[$cfg])* TensorView::$variant(a) => a.shape(),)*
-                }
-            }
-
             /// The elements, copied into an owned [`Tensor`] (in the standard layout).
             ///
             /// ```
@@ -379,13 +349,6 @@ macro_rules! tensor_types {
                 match self.copied("to_tensor") {
                     Ok(t) => t,
                     Err(e) => panic!("{e}"),
-                }
-            }
-
-            /// Its strides, in elements.
-            pub(super) fn strides(&self) -> &[isize] {
-                match self {
-                    $($(#[$cfg])* TensorView::$variant(a) => a.strides(),)*
                 }
             }
 
@@ -641,10 +604,11 @@ impl TensorViewMut<'_> {
     pub(super) fn assign_from(&mut self, op: &'static str, src: &Held<'_>) -> Result<()> {
         crate::front::check_out(op, src.shape(), self.shape())?;
         if self.element_type() != src.element_type() {
+            let reason = "an output of another type than the program's";
             return Err(type_error(
                 op,
                 &[self.element_type(), src.element_type()],
-                "an output of another type than the program's",
+                reason,
             ));
         }
         let size = src.element_type().size();

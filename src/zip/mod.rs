@@ -28,11 +28,13 @@
 //! ```
 
 mod fold;
+mod indexed;
 
 use std::marker::PhantomData;
 
 pub use fold::KeptDims;
 use fold::{pairwise, LANES};
+pub use indexed::Indexed;
 
 use ndarray::{Array, ArrayBase, ArrayRef, Data, DataMut, Dimension};
 
