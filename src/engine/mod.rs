@@ -386,6 +386,7 @@ mod tests {
     /// The AVX2 copy of the kernels gives the bits the baseline copy gives, for every op family,
     /// the special float values and integer edge cases, and every kind of inner loop.
     #[test]
+    #[cfg(target_arch = "x86_64")]
     fn wide_and_baseline_kernels_agree() {
         let specials = [
             f32::NAN,

@@ -1305,4 +1305,46 @@ mod tests {
             check_both(&p, &exe, &[x], &format!("{shape:?}"));
         }
     }
+
+    /// Broadcasts inside a row chain that only the chain reads are no steps (a row vector, a
+    /// transposed input, a scalar): their readers read the broadcasts' inputs through their
+    /// placements, with `Program::run`'s bits.
+    #[test]
+    fn row_chains_read_broadcasts_in_place() {
+        let (m, n) = (37, 530);
+        let mut p = Program::new("broadcasts");
+        let x = p.parameter::<f32>(&[m, n]);
+        let b = p.parameter::<f32>(&[n]);
+        let t = p.parameter::<f32>(&[n, m]);
+        let k = p.constant(0.5f32);
+        let bb = p.broadcast_in_dim(b, &[m, n], &[1]).unwrap();
+        let tt = p.broadcast_in_dim(t, &[m, n], &[1, 0]).unwrap();
+        let kk = p.broadcast_in_dim(k, &[m, n], &[]).unwrap();
+        let y = p.mul(x, bb, &[]).unwrap();
+        let y = p.add(y, tt, &[]).unwrap();
+        let y = p.sub(y, kk, &[]).unwrap();
+        let s = p.reduce_sum(y, &[1]).unwrap();
+        let z = p.div(y, s, &[0]).unwrap();
+        p.output(z).unwrap();
+        let exe = p.compile().unwrap();
+        let rows: Vec<&Rows> = (exe.stages.iter())
+            .filter_map(|s| match s {
+                Stage::Rows(r) => Some(&**r),
+                Stage::Node(_) => None,
+            })
+            .collect();
+        assert_eq!(rows.len(), 1, "{:?}", exe.stages);
+        assert_eq!(rows[0].steps.len(), rows[0].members.len() - 3);
+        let fill = |len: usize, k: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i * k) % 19) as f32 * 0.5 - 3.0)
+                .collect()
+        };
+        let inputs = [
+            Tensor::from(ArrayD::from_shape_vec(&[m, n][..], fill(m * n, 7)).unwrap()),
+            Tensor::from(ArrayD::from_shape_vec(&[n][..], fill(n, 3)).unwrap()),
+            Tensor::from(ArrayD::from_shape_vec(&[n, m][..], fill(m * n, 11)).unwrap()),
+        ];
+        check_both(&p, &exe, &inputs, "broadcasts");
+    }
 }
