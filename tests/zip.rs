@@ -517,3 +517,42 @@ fn indexed_folds_find_first_indices() {
         assert_eq!(n, want, "column {j}");
     }
 }
+
+/// A zip whose shape has more elements than an `isize` holds (two zero-copy broadcast views)
+/// is refused by every method, indexed or not, without a panic.
+#[test]
+fn zips_of_overflowing_shapes_are_refused() {
+    let one = arr0(1.0f32);
+    let tall = one.broadcast_in_dim(&[1 << 40, 1], &[]).unwrap();
+    let wide = one.broadcast_in_dim(&[1, 1 << 40], &[]).unwrap();
+    let refused = |e: BroadcastError| {
+        let text = e.to_string();
+        assert!(text.contains("more elements than fit"), "{text}");
+    };
+    refused(
+        StrictZip::from(&tall)
+            .and(&wide)
+            .map_collect(|a, b| a + b)
+            .unwrap_err(),
+    );
+    refused(
+        StrictZip::from(&tall)
+            .and(&wide)
+            .for_each(|_, _| ())
+            .unwrap_err(),
+    );
+    let fold =
+        StrictZip::from(&tall)
+            .and(&wide)
+            .fold_in_dims([0], 0.0, |s, a, b| s + a + b, |a, b| a + b);
+    refused(fold.unwrap_err());
+    let indexed = StrictZip::indexed(&tall).and(&wide);
+    refused(indexed.map_collect(|_, a, b| a + b).unwrap_err());
+    let fold = StrictZip::indexed(&tall).and(&wide).fold_in_dims(
+        [0],
+        0.0,
+        |s, _, a, b| s + a + b,
+        |a, b| a + b,
+    );
+    refused(fold.unwrap_err());
+}
