@@ -33,6 +33,14 @@ impl Program {
 
     /// [`Program::to_stablehlo`], its shardings in `dialect`: GSPMD's for an XLA that predates
     /// Shardy ([`ShardingDialect`] shows both). The rest of the text is the same.
+    ///
+    /// ```
+    /// use xla_bcast::stablehlo::{Program, ShardingDialect};
+    /// let mut p = Program::new("plain"); // no shardings: one text in either dialect
+    /// let x = p.parameter::<f32>(&[2]);
+    /// p.output(x).unwrap();
+    /// assert_eq!(p.to_stablehlo_with(ShardingDialect::Gspmd), p.to_stablehlo());
+    /// ```
     pub fn to_stablehlo_with(&self, dialect: ShardingDialect) -> String {
         let ty = |v: Value| tensor_type(&self.node(v).shape, self.node(v).ty);
         let mut names: Vec<String> = vec![String::new(); self.nodes.len()];
