@@ -73,38 +73,21 @@ macro_rules! fold {
     };
 }
 
-/// `match` from each listed op to its kernel for `$t`, `None` for the others.
+/// `match` from each listed op to its kernel for `$t` (a unary op's, or a binary op's or a
+/// comparison's; `wide`: the kernel in the widest copy this CPU runs), `None` for the others.
 macro_rules! table {
-    ($e:ident: $op:expr, $t:ty; $($v:ident),*) => {
+    (Unary: $op:expr, $t:ty; $($v:ident),*) => { table!(@ $op, Unary, run {as Run<2>}, $t; $($v),*) };
+    (wide Unary: $op:expr, $t:ty; $($v:ident),*) => { table!(@ $op, Unary, run_wide {()}, $t; $($v),*) };
+    (wide $e:ident: $op:expr, $t:ty; $($v:ident),*) => { table!(@ $op, $e, run2_wide {()}, $t; $($v),*) };
+    ($e:ident: $op:expr, $t:ty; $($v:ident),*) => { table!(@ $op, $e, run2 {as Run<3>}, $t; $($v),*) };
+    (@ $op:expr, $e:ident, $run:ident $then:tt, $t:ty; $($v:ident),*) => {
         match $op {
-            $($e::$v => Some(table::run2::<$t, elem::$v> as Run<3>),)*
+            $($e::$v => Some(table!(# [table::$run::<$t, elem::$v>] $then)),)*
             #[allow(unreachable_patterns)]
             _ => None,
         }
     };
-}
-
-/// `match` from each listed unary op to its kernel for `$t`, `None` for the others.
-macro_rules! unary_table {
-    ($op:expr, $t:ty; $($v:ident),*) => {
-        match $op {
-            $(Unary::$v => Some(table::run::<$t, elem::$v> as Run<2>),)*
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    };
-}
-
-/// `match` from each listed op of `$e` to its kernel for `$t` in wide copies (`table::$run`),
-/// `None` for the others.
-macro_rules! wide_table {
-    ($op:expr, $e:ident, $run:ident, $t:ty; $($v:ident),*) => {
-        match $op {
-            $($e::$v => Some(table::$run::<$t, elem::$v>()),)*
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    };
+    (# [$($kernel:tt)+] {$($then:tt)*}) => { $($kernel)+ $($then)* };
 }
 
 /// Integers: `$t` takes the kernels of `$u`, the unsigned type of its width, where the bits
@@ -113,7 +96,7 @@ macro_rules! ints {
     ($($t:ty as $u:ty, [$($signed:ident),*];)*) => {$(
         impl Kernels for $t {
             fn unary(op: Unary) -> Option<Run<2>> {
-                unary_table!(op, $u; Neg, Not, Popcnt, Clz).or_else(|| unary_table!(op, $t; $($signed),*))
+                table!(Unary: op, $u; Neg, Not, Popcnt, Clz).or_else(|| table!(Unary: op, $t; $($signed),*))
             }
             fn binary(op: Binary) -> Option<Run<3>> {
                 table!(Binary: op, $u; Add, Sub, Mul, ShiftLeft, And, Or, Xor).or_else(|| {
@@ -152,13 +135,13 @@ macro_rules! floats {
     ($($t:ty: [$($wide:ident),*];)*) => {$(
         impl Kernels for $t {
             fn unary(op: Unary) -> Option<Run<2>> {
-                wide_table!(op, Unary, run_wide, $t; Exp, Expm1, Log, Log1p, Logistic, Tanh, Rsqrt
-                    $(, $wide)*).or_else(|| unary_table!(op, $t; IsFinite, Abs, Neg, Sign, Floor,
+                table!(wide Unary: op, $t; Exp, Expm1, Log, Log1p, Logistic, Tanh, Rsqrt
+                    $(, $wide)*).or_else(|| table!(Unary: op, $t; IsFinite, Abs, Neg, Sign, Floor,
                     Ceil, RoundNearestEven, RoundNearestAfz, Sqrt, Cbrt, Sin, Cos, Tan))
             }
             fn binary(op: Binary) -> Option<Run<3>> {
                 // The arithmetic of programs, wide where the CPU is.
-                wide_table!(op, Binary, run2_wide, $t; Add, Sub, Mul, Div, Max)
+                table!(wide Binary: op, $t; Add, Sub, Mul, Div, Max)
                     .or_else(|| table!(Binary: op, $t; Rem, Min, Pow, Atan2))
             }
             fn compare(dir: Direction) -> Option<Run<3>> {
@@ -196,7 +179,7 @@ floats! {
 /// so are the comparisons (`false < true`) and `clamp`.
 impl Kernels for bool {
     fn unary(op: Unary) -> Option<Run<2>> {
-        unary_table!(op, bool; Not)
+        table!(Unary: op, bool; Not)
     }
     fn binary(op: Binary) -> Option<Run<3>> {
         match op {
@@ -232,7 +215,7 @@ macro_rules! complex {
     ($($t:ty),*) => {$(
         impl Kernels for num_complex::Complex<$t> {
             fn unary(op: Unary) -> Option<Run<2>> {
-                unary_table!(op, num_complex::Complex<$t>; Neg, Abs, Sign, Sqrt, Rsqrt, Cbrt,
+                table!(Unary: op, num_complex::Complex<$t>; Neg, Abs, Sign, Sqrt, Rsqrt, Cbrt,
                     Exp, Expm1, Log, Log1p, Logistic, Tanh, Sin, Cos, Tan)
             }
             fn binary(op: Binary) -> Option<Run<3>> {
