@@ -522,9 +522,11 @@ fn indexed_folds_find_first_indices() {
 /// is refused by every method, indexed or not, without a panic.
 #[test]
 fn zips_of_overflowing_shapes_are_refused() {
+    // Each side fits; their product (2^80 elements, 2^48 on a 32-bit target) does not.
+    let n = 1usize << (usize::BITS / 2 + 8);
     let one = arr0(1.0f32);
-    let tall = one.broadcast_in_dim(&[1 << 40, 1], &[]).unwrap();
-    let wide = one.broadcast_in_dim(&[1, 1 << 40], &[]).unwrap();
+    let tall = one.broadcast_in_dim(&[n, 1], &[]).unwrap();
+    let wide = one.broadcast_in_dim(&[1, n], &[]).unwrap();
     let refused = |e: BroadcastError| {
         let text = e.to_string();
         assert!(text.contains("more elements than fit"), "{text}");
