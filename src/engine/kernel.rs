@@ -636,10 +636,6 @@ unsafe fn fold_row<A: Clone>(
 
 /// Elements of a run that [`pairwise_lanes`] folds in lanes, in order, before halving.
 const BLOCK: usize = LANES * 64;
-/// Rows that [`rows_pairwise`] folds in order, before halving.
-const LEAF: usize = 64;
-/// Columns of a tile of [`fold_rows_pairwise`]: a partial run of 4-8 KiB.
-const TILE: usize = 1024;
 
 /// `b` folded with `op` (commutative) into [`LANES`] lanes, pairwise (as NumPy sums): the two
 /// halves (cut at a whole number of [`BLOCK`]s, the first the larger) folded apart and their
@@ -671,91 +667,10 @@ fn pairwise_lanes<A: Clone>(b: &[A], identity: &A, op: &impl Fn(A, A) -> A) -> [
     lanes
 }
 
-/// Rows of a block that all fold into one accumulator run (`step[0] == 0`: a fold over leading
-/// dims), pairwise: in tiles of [`TILE`] columns ([`rows_pairwise`]), each tile's total into
-/// the accumulator run, or into its one element (`s[0] == 0`: the columns fold too) as a row
-/// ([`fold_row`]).
-///
-/// # Safety
-/// As [`fold_block`].
-#[inline(always)]
-unsafe fn fold_rows_pairwise<A: Clone>(
-    o: *mut A,
-    b: *const A,
-    blk: Block<2>,
-    fold: &Fold<'_, A, impl Fn(A, A) -> A, impl Fn(A, A) -> A>,
-) {
-    let (n, s) = (blk.n, blk.inner);
-    for c0 in (0..n).step_by(TILE) {
-        let w = TILE.min(n - c0);
-        // SAFETY: as the caller promised: row `r`'s `n` elements from `b + r * step[1]`, `s[1]`
-        // apart, and the accumulator run's `n` elements, `s[0]` apart, this thread's alone.
-        unsafe {
-            let total = rows_pairwise(b.offset(c0 as isize * s[1]), blk, w, 0..blk.rows, fold);
-            if s[0] == 0 {
-                fold_row(o, total.as_ptr(), w, [0, 1], fold);
-                continue;
-            }
-            for (i, t) in total.into_iter().enumerate() {
-                let o = &mut *o.offset((c0 + i) as isize * s[0]);
-                *o = (fold.f)(o.clone(), t);
-            }
-        }
-    }
-}
-
-/// The `w` columns from `b` of rows `rows` of `blk` folded pairwise into a fresh run: the two
-/// halves (cut at a whole number of [`LEAF`]s, the first the larger) folded apart and combined
-/// column by column, down to a leaf, folded in row order from the identity (four rows a pass
-/// where they are runs: a quarter of the partial's loads and stores).
-///
-/// # Safety
-/// Row `r`'s `w` elements from `b + r * blk.step[1]`, `blk.inner[1]` apart, are elements of
-/// the source.
-unsafe fn rows_pairwise<A: Clone>(
-    b: *const A,
-    blk: Block<2>,
-    w: usize,
-    rows: std::ops::Range<usize>,
-    fold: &Fold<'_, A, impl Fn(A, A) -> A, impl Fn(A, A) -> A>,
-) -> Vec<A> {
-    let (f, sb) = (fold.f, blk.inner[1]);
-    // SAFETY: rows of `rows`, as the caller promised.
-    unsafe {
-        if rows.len() > LEAF {
-            let mid = rows.start + rows.len().div_ceil(2 * LEAF) * LEAF;
-            let mut part = rows_pairwise(b, blk, w, rows.start..mid, fold);
-            for (p, q) in part
-                .iter_mut()
-                .zip(rows_pairwise(b, blk, w, mid..rows.end, fold))
-            {
-                *p = f(p.clone(), q);
-            }
-            return part;
-        }
-        let row = |r: usize| b.offset(r as isize * blk.step[1]);
-        let mut part = vec![fold.identity.clone(); w];
-        let mut r = rows.start;
-        while sb == 1 && r + 4 <= rows.end {
-            let x: [&[A]; 4] = std::array::from_fn(|k| slice::from_raw_parts(row(r + k), w));
-            for (i, p) in part.iter_mut().enumerate() {
-                let two = f(f(p.clone(), x[0][i].clone()), x[1][i].clone());
-                *p = f(f(two, x[2][i].clone()), x[3][i].clone());
-            }
-            r += 4;
-        }
-        for r in r..rows.end {
-            for (i, p) in part.iter_mut().enumerate() {
-                *p = f(p.clone(), (*row(r).offset(i as isize * sb)).clone());
-            }
-        }
-        part
-    }
-}
-
-/// [`fold_row`] over each run of a block (operand 0 the accumulator, 1 the source); in any
-/// order, rows that all fold into one accumulator run (a fold over leading dims) pairwise
-/// ([`fold_rows_pairwise`]).
+/// [`fold_row`] over each run of a block (operand 0 the accumulator, 1 the source), in order
+/// (the reduce driver folds longer runs of rows pairwise: `reduce::Walk`); contiguous rows
+/// into one contiguous run four a pass, in the same order: a quarter of the run's loads and
+/// stores.
 ///
 /// # Safety
 /// As [`fold_row`] for each run; the accumulator runs are this thread's alone.
@@ -766,20 +681,24 @@ pub(crate) unsafe fn fold_block<A: Clone>(
     blk: Block<2>,
     fold: &Fold<'_, A, impl Fn(A, A) -> A, impl Fn(A, A) -> A>,
 ) {
+    let (f, mut r) = (fold.f, 0);
     // SAFETY: every run is `n` elements of its operand, as the caller promised; the one
     // accumulator run (step 0) is this thread's and not part of the source.
     unsafe {
-        if blk.step[0] == 0 && blk.rows > LEAF && fold.order == FoldOrder::Any {
-            return fold_rows_pairwise(o, b, blk, fold);
+        while blk.step[0] == 0 && blk.inner == [1, 1] && r + 4 <= blk.rows as isize {
+            let run = slice::from_raw_parts_mut(o, blk.n);
+            let x: [&[A]; 4] = std::array::from_fn(|k| {
+                slice::from_raw_parts(b.offset((r + k as isize) * blk.step[1]), blk.n)
+            });
+            for (i, p) in run.iter_mut().enumerate() {
+                let two = f(f(p.clone(), x[0][i].clone()), x[1][i].clone());
+                *p = f(f(two, x[2][i].clone()), x[3][i].clone());
+            }
+            r += 4;
         }
-        for r in 0..blk.rows as isize {
-            fold_row(
-                o.offset(r * blk.step[0]),
-                b.offset(r * blk.step[1]),
-                blk.n,
-                blk.inner,
-                fold,
-            );
+        for r in r..blk.rows as isize {
+            let (at, n) = (r * blk.step[0], blk.n);
+            fold_row(o.offset(at), b.offset(r * blk.step[1]), n, blk.inner, fold);
         }
     }
 }

@@ -356,13 +356,7 @@ unsafe fn walk<const N: usize>(
         return;
     }
     parallel::split(plan.len, pieces, 64, &|range| {
-        plan.for_each_block(range, |offs, n, rows, step| {
-            let block = Block {
-                n,
-                inner: plan.inner_strides(),
-                rows,
-                step,
-            };
+        plan.for_each_block(range, |offs, block| {
             // SAFETY: a block of the plan addresses elements of each operand, the written ones
             // once each, and each range goes to one thread.
             unsafe { stage::run_block(at(offs), block, operands, kernel, log) }

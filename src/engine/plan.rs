@@ -4,6 +4,8 @@ use std::ops::Range;
 
 use smallvec::{smallvec, SmallVec};
 
+use super::kernel::Block;
+
 /// Inline storage for the loop nest: no allocation up to this many dims.
 type Nest<T> = SmallVec<[T; 6]>;
 
@@ -33,7 +35,7 @@ impl<const N: usize> Plan<N> {
     /// [`Plan::new`] for a fold in any order, operand 0 the accumulator: the dims in the
     /// source's memory order, but among the outer ones (all but the innermost) those the
     /// accumulator keeps go first, so that the dims it folds come together next to the block:
-    /// its rows then fold pairwise into one accumulator run ([`super::kernel::fold_block`]).
+    /// its rows then fold pairwise into one accumulator run (`reduce::Walk`).
     pub fn folding(shape: &[usize], strides: [&[isize]; N], priority: [usize; N]) -> Self {
         let axes = sorted(shape, &strides, priority);
         let Some((&inner, outer)) = axes.split_last() else {
@@ -76,21 +78,11 @@ impl<const N: usize> Plan<N> {
         plan
     }
 
-    /// The strides of the innermost loop.
-    pub fn inner_strides(&self) -> [isize; N] {
-        *self.strides.last().expect("a plan has at least one dim")
-    }
-
-    /// Calls `block(offsets, rows, step)` for the work in the linear element range `range`
-    /// (row-major over the planned dims): `rows` runs of the innermost loop, the first at
-    /// `offsets` (each operand's element offset), each next one `step` further. Whole runs along
-    /// the second-innermost dim come as one block; partial runs at the range's ends come alone,
-    /// with their length as `n`.
-    pub fn for_each_block(
-        &self,
-        range: Range<usize>,
-        mut block: impl FnMut([isize; N], usize, usize, [isize; N]),
-    ) {
+    /// Calls `block(offsets, block)` for the work in the linear element range `range`
+    /// (row-major over the planned dims): the block's runs of the innermost loop, the first at
+    /// `offsets` (each operand's element offset). Whole runs along the second-innermost dim
+    /// come as one block; partial runs at the range's ends come alone.
+    pub fn for_each_block(&self, range: Range<usize>, mut block: impl FnMut([isize; N], Block<N>)) {
         if range.is_empty() {
             return;
         }
@@ -124,7 +116,13 @@ impl<const N: usize> Plan<N> {
             for (a, s) in at.iter_mut().zip(inner) {
                 *a += col as isize * s;
             }
-            block(at, n, rows, step);
+            let run = Block {
+                n,
+                inner,
+                rows,
+                step,
+            };
+            block(at, run);
             remaining -= n * rows;
             col = 0;
             // Advance `rows` runs: the first step may land inside the second-innermost dim,
@@ -368,9 +366,9 @@ mod tests {
     impl<const N: usize> Plan<N> {
         /// Calls `run(offsets, n)` for each run of the innermost loop in `range`.
         fn for_each_run(&self, range: Range<usize>, mut run: impl FnMut([isize; N], usize)) {
-            self.for_each_block(range, |offs, n, rows, step| {
-                for r in 0..rows as isize {
-                    run(std::array::from_fn(|k| offs[k] + r * step[k]), n);
+            self.for_each_block(range, |offs, b| {
+                for r in 0..b.rows as isize {
+                    run(std::array::from_fn(|k| offs[k] + r * b.step[k]), b.n);
                 }
             });
         }
@@ -380,7 +378,7 @@ mod tests {
     fn contiguous_merges_to_one_dim() {
         let p = Plan::<2>::new(&[4, 5, 6], [&[30, 6, 1], &[30, 6, 1]], [0, 1]);
         assert_eq!(p.dims.as_slice(), &[120]);
-        assert_eq!(p.inner_strides(), [1, 1]);
+        assert_eq!(p.strides[p.strides.len() - 1], [1, 1]);
     }
 
     #[test]
@@ -394,7 +392,7 @@ mod tests {
     fn transposed_output_walks_memory_order() {
         let p = Plan::<2>::new(&[3, 4], [&[1, 3], &[4, 1]], [0, 1]);
         assert_eq!(p.dims.as_slice(), &[4, 3]);
-        assert_eq!(p.inner_strides(), [1, 4]);
+        assert_eq!(p.strides[p.strides.len() - 1], [1, 4]);
     }
 
     /// `order` as [`memory_order`] gives it: the dims outermost first, `None` for the logical
@@ -479,7 +477,7 @@ mod tests {
         let plan = Plan::<2>::new(shape, [&out, input], [0, 1]);
         assert_eq!(plan.len, len);
         let mut seen = vec![0u8; len];
-        let inner = plan.inner_strides();
+        let inner = plan.strides[plan.strides.len() - 1];
         for i in 0..pieces {
             let range = crate::engine::parallel::share(len, pieces, 64, i);
             plan.for_each_run(range, |o, n| {

@@ -28,23 +28,18 @@ const REDUCE_BLOCKS: usize = 8;
 /// As [`kernel::fold_block`], for the element type and function of the fold at `ctx`.
 pub(crate) type FoldFn = unsafe fn(ctx: *const (), acc: *mut u8, src: *const u8, blk: Block<2>);
 
-/// A fold as the driver runs it: its loop and what the loop reads it from (a `Fold` of `Sync`
-/// elements and a `Sync` function, which every thread only reads).
+/// Runs its callback on `n` fresh accumulator elements of a fold's type, contiguous and each
+/// the fold's identity, then drops them; `false`, having run nothing, when they cannot be
+/// allocated.
+pub(crate) type Scratch<'a> = &'a (dyn Fn(usize, &mut dyn FnMut(Shared)) -> bool + Sync);
+
+/// A fold as the driver runs it: its loop, what the loop reads it from (a `Fold` of `Sync`
+/// elements and a `Sync` function, which every thread only reads), and its scratch runs.
 #[derive(Clone, Copy)]
-struct Folder {
+struct Folder<'a> {
     run: FoldFn,
     ctx: Shared,
-}
-
-impl Folder {
-    /// Folds `blk` of the source at `src` into the accumulator at `acc`.
-    ///
-    /// # Safety
-    /// As [`FoldFn`].
-    unsafe fn call(&self, acc: *mut u8, src: *const u8, blk: Block<2>) {
-        // SAFETY: as the caller promised; `ctx` is the fold `run` was made for.
-        unsafe { (self.run)(self.ctx.0.cast_const().cast(), acc, src, blk) }
-    }
+    scratch: Scratch<'a>,
 }
 
 /// Folds `src` into `acc` with `f`: `acc_dim[d]` names the dim of `acc` that src dim `d` maps to
@@ -105,9 +100,15 @@ where
             kernel::fold_block(acc.cast::<A>(), src.cast::<A>(), blk, fold)
         }
     }
+    let scratch = |n: usize, k: &mut dyn FnMut(Shared)| {
+        let run = alloc::filled(op, IxDyn(&[n]), fold.identity);
+        run.map(|mut run| k(Shared(run.as_mut_ptr().cast())))
+            .is_ok()
+    };
     let folder = Folder {
         run: fold_run::<A, F, G>,
         ctx: Shared((&fold as *const Fold<'_, A, F, G>).cast_mut().cast()),
+        scratch: &scratch,
     };
     let source = Src::of(src);
     let strides = acc_strides(acc.shape(), acc.strides(), acc_dim, src.shape());
@@ -205,7 +206,8 @@ pub(crate) fn partials(acc: &Operand<'_>, acc_dim: &[Option<usize>], src: &Opera
 
 /// [`reduce`] with a table fold `run` ([`table_fold`]), on untyped operands: `src` into `acc`
 /// (each at its own shape), which already holds the identity or the values to fold into, with
-/// [`partials`] fresh accumulators `parts` at `acc`'s shape, filled with the identity.
+/// [`partials`] fresh accumulators `parts` at `acc`'s shape, filled with the identity, and
+/// `scratch` giving runs of the identity.
 ///
 /// # Safety
 /// `run` folds the element type of `acc`, `src` and `parts`; `acc` and each part are unique
@@ -217,10 +219,12 @@ pub(crate) unsafe fn reduce_table(
     src: &Operand<'_>,
     run: FoldFn,
     parts: &[Operand<'_>],
+    scratch: Scratch<'_>,
 ) {
     let folder = Folder {
         run,
         ctx: Shared(std::ptr::null_mut()),
+        scratch,
     };
     // SAFETY: as the caller promised.
     unsafe { self::run(acc, acc_dim, src, FoldOrder::Any, parts, folder) };
@@ -274,47 +278,27 @@ unsafe fn run(
     src: &Operand<'_>,
     order: FoldOrder,
     parts: &[Operand<'_>],
-    f: Folder,
+    f: Folder<'_>,
 ) {
     let at_src = |o: &Operand<'_>| acc_strides(o.shape, &o.strides, acc_dim, src.shape);
     let plan = plan(src.shape, &at_src(acc), &src.strides, order);
     let rows = plan.dims[0];
     let row_len = plan.len.checked_div(rows).unwrap_or(0);
     let traffic = plan.len.saturating_mul(src.size);
-    // Folds the runs of `range` of `plan` from the source at `from` into the accumulator at
-    // `to`; every call below passes a plan whose offsets address elements of both, the
-    // accumulator's this thread's alone, as this function's caller promised.
-    let fold_range = |to: Shared, from: Shared, plan: &Plan<2>, range: Range<usize>| {
-        let inner = plan.inner_strides();
-        let size = src.size as isize;
-        plan.for_each_block(range, |o, n, rows, step| {
-            // SAFETY: as said of `fold_range`: elements of both operands, the accumulator's
-            // this thread's.
-            unsafe {
-                let (a, s) = (to.0.offset(o[0] * size), from.0.offset(o[1] * size));
-                f.call(
-                    a,
-                    s,
-                    Block {
-                        n,
-                        inner,
-                        rows,
-                        step,
-                    },
-                )
-            }
-        })
-    };
     // SAFETY: element 0 of each, from which the plans' offsets count.
     let first = |o: &Operand<'_>| Shared(unsafe { o.at(0) });
+    let walk = Walk::new(f, first(src), src.size, &plan, order);
+    // Every call below passes a plan whose offsets address elements of both operands, the
+    // accumulator's this thread's alone, as this function's caller promised.
     if parts.is_empty() {
         // Each thread takes whole outer indices, which own distinct accumulator elements (or
         // the outer dim folds and the work stays on one thread).
         let folds_outer = plan.strides[0][0] == 0 && rows > 1;
         let pieces = if folds_outer { 1 } else { pieces(traffic) };
-        let (to, from) = (first(acc), first(src));
+        let to = first(acc);
         split(rows, pieces, 1, &|r| {
-            fold_range(to, from, &plan, r.start * row_len..r.end * row_len)
+            // SAFETY: as said above.
+            unsafe { walk.range(to, &plan, r.start * row_len..r.end * row_len) }
         });
         return;
     }
@@ -322,17 +306,132 @@ unsafe fn run(
     for_each_index(blocks, pieces(traffic), &|b| {
         let part_plan = self::plan(src.shape, &at_src(&parts[b]), &src.strides, order);
         let (r0, r1) = (rows * b / blocks, rows * (b + 1) / blocks);
-        fold_range(
-            first(&parts[b]),
-            first(src),
-            &part_plan,
-            r0 * row_len..r1 * row_len,
-        )
+        // SAFETY: as said above.
+        unsafe { walk.range(first(&parts[b]), &part_plan, r0 * row_len..r1 * row_len) }
     });
     // Each part folded into the accumulator in block order, over the accumulator's own shape.
     for part in parts {
         let plan = self::plan(acc.shape, &acc.strides, &part.strides, FoldOrder::Index);
-        fold_range(first(acc), first(part), &plan, 0..plan.len);
+        let walk = Walk::new(f, first(part), src.size, &plan, FoldOrder::Index);
+        // SAFETY: as said above.
+        unsafe { walk.range(first(acc), &plan, 0..plan.len) };
+    }
+}
+
+/// Rows (runs of the inner dim) that [`Walk`] folds in order, before halving.
+const LEAF: usize = 64;
+
+/// One fold's walk over its plan's blocks. In any order, the rows of a group (those that fold
+/// into one accumulator run: over the plan's folded outer dims, which need not merge) fold
+/// pairwise, as NumPy sums: halves (cut at a whole number of [`LEAF`]s, the first the larger),
+/// the second into a scratch row of the identity then that into the first's, down to a leaf,
+/// folded in order. A float sum's error grows with the log of the rows, not the rows, and
+/// its bits depend on the shapes only. Where the inner dim folds too, the rows fold into a
+/// scratch row first, element by element, and that row into the accumulator's element.
+struct Walk<'a> {
+    f: Folder<'a>,
+    from: Shared,
+    size: isize,
+    /// Plan elements in a row and in a group (0 when nothing folds pairwise).
+    row: usize,
+    group: usize,
+    /// Whether the accumulator folds the inner dim too.
+    folds_inner: bool,
+}
+
+impl<'a> Walk<'a> {
+    fn new(f: Folder<'a>, from: Shared, size: usize, plan: &Plan<2>, order: FoldOrder) -> Self {
+        let (outer, dims) = (plan.dims.len() - 1, &plan.dims);
+        // The plan's dims are its kept outer dims, its folded ones, then the inner dim.
+        let kept = plan.strides.iter().take_while(|s| s[0] != 0).count();
+        let pairwise = order == FoldOrder::Any && kept < outer;
+        let group = dims[kept.min(outer)..].iter().product::<usize>() * usize::from(pairwise);
+        Walk {
+            f,
+            from,
+            size: size as isize,
+            row: dims[outer],
+            group,
+            folds_inner: plan.strides[outer][0] == 0,
+        }
+    }
+
+    /// Folds `range` of `plan` (whole rows of whole groups when pairwise) into the accumulator
+    /// at `to`.
+    ///
+    /// # Safety
+    /// `plan`'s offsets from `to` and from the source address elements of each, the
+    /// accumulator's this thread's alone.
+    unsafe fn range(&self, to: Shared, plan: &Plan<2>, range: Range<usize>) {
+        let (row, group) = (self.row, self.group);
+        let Some(first) = range.start.checked_div(group) else {
+            // SAFETY: as the caller promised.
+            return unsafe { self.leaf(to, plan, range, false, None) };
+        };
+        for g in first..range.end.div_ceil(group) {
+            let (a, b) = (range.start.max(g * group), range.end.min((g + 1) * group));
+            // SAFETY: as the caller promised.
+            unsafe { self.rows(to, plan, a / row..b / row, false) };
+        }
+    }
+
+    /// Folds rows `rows` of one group pairwise into the accumulator at `to`, as [`Walk`] says,
+    /// or into the scratch row at `to` (`scratch`).
+    ///
+    /// # Safety
+    /// As [`Walk::range`], or `to` a scratch row of the fold's.
+    unsafe fn rows(&self, to: Shared, plan: &Plan<2>, rows: Range<usize>, scratch: bool) {
+        let row = self.row;
+        let at = |r: Range<usize>| r.start * row..r.end * row;
+        // SAFETY: as the caller promised; the second part into a fresh scratch row, then that
+        // into the group's accumulator run, at the place of any of the group's elements.
+        unsafe {
+            // Where rows fold into one element, all of them into a scratch row first.
+            let first = match (rows.len() <= LEAF, scratch || !self.folds_inner) {
+                (true, _) => return self.leaf(to, plan, at(rows), scratch, None),
+                (false, true) => rows.start + rows.len().div_ceil(2 * LEAF) * LEAF,
+                (false, false) => rows.start,
+            };
+            if first > rows.start {
+                self.rows(to, plan, rows.start..first, scratch);
+            }
+            let scratched = (self.f.scratch)(row, &mut |part| {
+                self.rows(part, plan, first..rows.end, true);
+                self.leaf(to, plan, first * row..first * row + 1, scratch, Some(part));
+            });
+            if !scratched {
+                self.leaf(to, plan, at(first..rows.end), scratch, None);
+            }
+        }
+    }
+
+    /// Folds the blocks of `range` of `plan` into the accumulator at `to`, or into the scratch
+    /// row at `to` (`scratch`, all of their rows into the one); from the source, or from the
+    /// scratch row `part` into the run of `range`'s one element.
+    ///
+    /// # Safety
+    /// As [`Walk::rows`], and `part` a scratch row.
+    unsafe fn leaf(
+        &self,
+        to: Shared,
+        plan: &Plan<2>,
+        range: Range<usize>,
+        scratch: bool,
+        part: Option<Shared>,
+    ) {
+        let (size, ctx) = (self.size, self.f.ctx.0.cast_const().cast());
+        plan.for_each_block(range, |mut o, mut blk| {
+            if scratch {
+                (o[0], blk.inner[0], blk.step[0]) = (0, 1, 0);
+            }
+            // SAFETY: as the caller promised.
+            let mut src = unsafe { self.from.0.offset(o[1] * size) };
+            if let Some(part) = part {
+                (src, blk.n, blk.inner[1]) = (part.0, self.row, 1);
+            }
+            // SAFETY: as the caller promised.
+            unsafe { (self.f.run)(ctx, to.0.offset(o[0] * size), src, blk) }
+        })
     }
 }
 

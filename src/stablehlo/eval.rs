@@ -10,7 +10,7 @@ use super::{
 };
 use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
 use crate::engine::table::{self, Kernel, Run};
-use crate::engine::Operand;
+use crate::engine::{Operand, Shared};
 use crate::error::{BroadcastError, Result};
 use crate::shape::{iota, reduce_in_dim_check};
 
@@ -486,26 +486,32 @@ fn fold(
     let ty = x.element_type();
     let run = ty.fold_kernel(r).ok_or_else(|| mismatch(op))?;
     let identity = Tensor::identity(ty, r).ok_or_else(|| mismatch(op))?;
-    let fill = || -> Result<Tensor> {
+    let fill = |shape: &[usize]| -> Result<Tensor> {
         let scalar = identity.placed(op, shape, &[])?;
         let copy = table::copy(ty.size()).ok_or_else(|| mismatch(op))?;
         // SAFETY: a copy of the identity, of `x`'s type, into an output of that type.
         unsafe { Tensor::collect_as(ty, op, shape, copy, &[&scalar]) }
     };
     let src = x.placed(op, x.shape(), &iota(x.shape().len()))?;
-    let mut acc = fill()?;
+    let mut acc = fill(shape)?;
     let count = reduce::partials(&acc.output(), acc_dim, &src);
     let mut partials = Vec::with_capacity(count);
     for _ in 0..count {
-        partials.push(fill()?);
+        partials.push(fill(shape)?);
     }
+    let scratch = |n: usize, k: &mut dyn FnMut(Shared)| {
+        let run = fill(&[n]);
+        // SAFETY: element 0 of the fresh run, from which its `n` contiguous elements count.
+        run.map(|mut run| k(Shared(unsafe { run.output().at(0) })))
+            .is_ok()
+    };
     let mut parts: Vec<Operand<'_>> = Vec::with_capacity(count);
     for t in &mut partials {
         parts.push(t.output());
     }
     // SAFETY: the reduction's fold of `x`'s type, into a fresh accumulator and partials of that
     // type, filled with its identity, each this call's own.
-    unsafe { reduce::reduce_table(&acc.output(), acc_dim, &src, run, &parts) };
+    unsafe { reduce::reduce_table(&acc.output(), acc_dim, &src, run, &parts, &scratch) };
     Ok(acc)
 }
 
