@@ -157,14 +157,14 @@ fn column_sums_add_pairwise_over_groups_of_rows() {
 /// A sum over dims that a kept dim separates in memory (`(A, 2, C, 16)` to `(2, 16)`: `A` and
 /// `C` cannot merge; and the same with the innermost dim folded too) is pairwise over all of
 /// them: its error against `f64` stays at the log of the length (adding the blocks along `A`
-/// in turn was off by 9e-5 here). The program's `reduce_sum`, run and compiled, gives the same
-/// bits, and so do two threads.
+/// in turn was off by 1.3e-5 in both). The program's `reduce_sum`, run and compiled, gives
+/// the same bits, and so do two threads.
 #[test]
 fn sums_over_separated_dims_are_pairwise() {
     use xla_bcast::stablehlo::{Program, Tensor};
     let cases: [(&[usize], &[usize], &[usize]); 2] = [
-        (&[1024, 2, 64, 16], &[2, 16], &[1, 3]),
-        (&[256, 2, 32, 3, 64], &[2, 3], &[1, 3]),
+        (&[256, 2, 64, 16], &[2, 16], &[1, 3]),
+        (&[64, 2, 16, 3, 64], &[2, 3], &[1, 3]),
     ];
     for (shape, out, dims) in cases {
         let x = ArrayD::<f32>::from_shape_fn(IxDyn(shape), |i| {
