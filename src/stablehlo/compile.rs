@@ -491,8 +491,8 @@ impl Program {
     /// Whether node `i`, reading `reads`, joins row chain `b` (number `g`; `chain_of` gives
     /// each node's chain so far): a reduction of a full value over the last dim, an elementwise
     /// node at the full shape (reading members at it, or per-row members along its rows), or
-    /// one per row (reading per-row members); every other value it reads comes before the
-    /// chain's first member.
+    /// one per row (reading per-row members, or none: a scalar broadcast to the kept dims);
+    /// every other value it reads comes before the chain's first member.
     #[inline(never)]
     fn joins(
         &self,
@@ -534,7 +534,7 @@ impl Program {
                 let (x, _) = &reads[0];
                 per_row && self.nodes[x.index].shape == b.shape && (member(x) || before(x))
             }
-            _ => (full || (per_row && reads.iter().any(|(v, _)| member(v)))) && placed_ok,
+            _ => (full || per_row) && placed_ok,
         }
     }
 
@@ -1324,6 +1324,9 @@ mod tests {
         let y = p.add(y, tt, &[]).unwrap();
         let y = p.sub(y, kk, &[]).unwrap();
         let s = p.reduce_sum(y, &[1]).unwrap();
+        // A per-row value that reads no member (a scalar broadcast to the kept dims) joins too.
+        let kr = p.broadcast_in_dim(k, &[m], &[]).unwrap();
+        let s = p.add(s, kr, &[]).unwrap();
         let z = p.div(y, s, &[0]).unwrap();
         p.output(z).unwrap();
         let exe = p.compile().unwrap();
@@ -1333,8 +1336,8 @@ mod tests {
                 Stage::Node(_) => None,
             })
             .collect();
-        assert_eq!(rows.len(), 1, "{:?}", exe.stages);
-        assert_eq!(rows[0].steps.len(), rows[0].members.len() - 3);
+        assert_eq!(exe.stages.len(), 1, "{:?}", exe.stages);
+        assert_eq!(rows[0].steps.len(), rows[0].members.len() - 4);
         let fill = |len: usize, k: usize| -> Vec<f32> {
             (0..len)
                 .map(|i| ((i * k) % 19) as f32 * 0.5 - 3.0)
