@@ -24,6 +24,10 @@ pub trait Elementwise<A, const ARITY: usize> {
     fn exact(_x: &[A; ARITY]) -> Option<Self::Out> {
         None
     }
+    /// Whether `f`'s arithmetic, not memory, bounds a run of it (a transcendental function of
+    /// the crate's own, branch-free: [`crate::math`]): a program's kernel of it is then compiled
+    /// in the widest copy the CPU runs as well ([`crate::engine::table::run_wide`]).
+    const WIDE: bool = false;
 }
 
 /// `F` of one element, as a table kernel gives it: `exact`'s result where it has one.
@@ -192,13 +196,15 @@ impl<T: Load, U: Store> Elementwise<T, 1> for Convert<U> {
 /// The unary ops, per element type: `same!` for results of the input's type, each as its
 /// Rust form.
 macro_rules! same {
-    ($v:ident: [$($t:ty),*] |$x:ident| $body:expr) => {$(
+    ($v:ident: [$($t:ty),*] |$x:ident| $body:expr) => { same!($v: [$($t),*] |$x| $body, false); };
+    ($v:ident: [$($t:ty),*] |$x:ident| $body:expr, $wide:literal) => {$(
         impl Elementwise<$t, 1> for $v {
             type Out = $t;
             #[inline(always)]
             fn f([$x]: [$t; 1]) -> $t {
                 $body
             }
+            const WIDE: bool = $wide;
         }
     )*};
 }
@@ -248,8 +254,8 @@ pub struct Tan;
 /// element by element.
 macro_rules! transcendental {
     ($($v:ident: $f:ident;)*) => {$(
-        same!($v: [f32] |x| math::f32::$f(x));
-        same!($v: [f64] |x| math::f64::$f(x));
+        same!($v: [f32] |x| math::f32::$f(x), true);
+        same!($v: [f64] |x| math::f64::$f(x), true);
     )*};
 }
 transcendental! {
@@ -261,14 +267,14 @@ transcendental! {
     Tanh: tanh;
 }
 macro_rules! in_f64 {
-    ($($v:ident: $f:expr;)*) => {$(
-        same!($v: [f32] |x| $f(x as f64) as f32);
-        same!($v: [f64] |x| $f(x));
+    ($($v:ident: $f:expr, $wide:literal;)*) => {$(
+        same!($v: [f32] |x| $f(x as f64) as f32, $wide);
+        same!($v: [f64] |x| $f(x), $wide);
     )*};
 }
 in_f64! {
-    Rsqrt: math::rsqrt::<f64>;
-    Cbrt: f64::cbrt;
+    Rsqrt: math::rsqrt::<f64>, true;
+    Cbrt: f64::cbrt, false;
 }
 same!(Sin: [f64] |x| x.sin());
 same!(Cos: [f64] |x| x.cos());
@@ -288,6 +294,7 @@ macro_rules! trig {
             fn exact([x]: &[f32; 1]) -> Option<f32> {
                 math::trig::wide(*x).then(|| f64::from(*x).$f() as f32)
             }
+            const WIDE: bool = true;
         }
     )*};
 }
@@ -440,6 +447,7 @@ macro_rules! via_f32 {
                 ViaF32::narrow(<$v as Elementwise<f32, 1>>::f([x.widen()]))
             }
             const EXACT: bool = <$v as Elementwise<f32, 1>>::EXACT;
+            const WIDE: bool = <$v as Elementwise<f32, 1>>::WIDE;
             #[inline(always)]
             fn exact([x]: &[$t; 1]) -> Option<$t> {
                 use crate::element::ViaF32;
@@ -498,8 +506,6 @@ mod program {
 
     macro_rules! compare {
     ($( $name:ident, $hlo:literal, $v:ident, $bound:ident, $cmp:tt, [$($methods:ident),*], $expect:literal; )*) => {$(
-        // `gt` and `ge` run as `lt` and `le` with the operands swapped: one kernel less each.
-        #[allow(dead_code)]
         pub struct $v;
         impl<T: $bound> Elementwise<T, 2> for $v {
             type Out = bool;

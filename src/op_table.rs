@@ -5,18 +5,20 @@
 //! and Paddle wrappers, the [`Program`](crate::stablehlo::Program) recorder with its type
 //! checks, and the evaluator's element functions are all generated from these rows: adding an op
 //! is a row here and its element function in [`crate::element`] (a unary op's in the
-//! evaluator's `elem`), plus its kernel in each element kind's list, which a test holds to the
-//! row's kinds.
+//! evaluator's `elem`): the element types a program runs it on are those its element function
+//! is defined for, which a test holds to the row's kinds.
 
-/// Calls `$m!` with every elementwise binary op, one row each:
+/// Calls `$m!` with every elementwise binary op, one row each (after the tokens given after
+/// `$m`, if any):
 ///
 /// `name, StableHLO name, Variant, element trait, element function,
 ///  [allocating method, _into method, in-place method], Paddle's name,
 ///  [std operator, its method, its assign operator, its method] (or [] for none),
 ///  doc element type, doc value of 4 op 3;`
 macro_rules! binary_ops {
-    ($m:ident) => {
+    ($m:ident $($pre:tt)*) => {
         $m! {
+            $($pre)*
             add, "add", Add, XlaElement, xla_add, [add_bcast, add_bcast_into, add_assign_bcast],
                 elementwise_add, [Add, add, AddAssign, add_assign], "i64", "7";
             sub, "subtract", Sub, XlaNumber, xla_sub, [sub_bcast, sub_bcast_into, sub_assign_bcast],
@@ -63,8 +65,9 @@ macro_rules! binary_ops {
 /// `name, StableHLO direction, Variant, element trait, Rust operator,
 ///  [allocating method, _into method], doc result of [[1, 2], [3, 4]] op [2, 4] (along dim 1);`
 macro_rules! compare_ops {
-    ($m:ident) => {
+    ($m:ident $($pre:tt)*) => {
         $m! {
+            $($pre)*
             eq, "EQ", Eq, PartialEq, ==, [eq_bcast, eq_bcast_into], "[[false, false], [false, true]]";
             ne, "NE", Ne, PartialEq, !=, [ne_bcast, ne_bcast_into], "[[true, true], [true, false]]";
             lt, "LT", Lt, PartialOrd, <, [lt_bcast, lt_bcast_into], "[[true, true], [false, false]]";
@@ -81,8 +84,9 @@ macro_rules! compare_ops {
 ///  the input's type)], [element
 ///  kinds it is defined on], doc text, doc element type, doc input, doc result;`
 macro_rules! unary_ops {
-    ($m:ident) => {
+    ($m:ident $($pre:tt)*) => {
         $m! {
+            $($pre)*
             abs => Abs, "abs", [xla_abs, xla_abs_into, xla_abs_assign], [Signed, Float, Complex], "`|x|` (integers wrap: `abs(MIN) = MIN`)", i32, [-3, 0, i32::MIN], [3, 0, i32::MIN];
             neg => Neg, "negate", [xla_neg, xla_neg_into, xla_neg_assign], [Signed, Unsigned, Float, Complex], "`-x` (integers wrap)", f32, [1.5f32, -0.0, f32::INFINITY], [-1.5f32, 0.0, f32::NEG_INFINITY];
             sign => Sign, "sign", [xla_sign, xla_sign_into, xla_sign_assign], [Signed, Float, Complex], "`-1`, `0` or `1` by the sign of `x` (floats keep the zero's sign and NaN)", f64, [-2.5, -0.0, 7.0], [-1.0, -0.0, 1.0];

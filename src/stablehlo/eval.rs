@@ -8,6 +8,8 @@ use super::{
     Binary, Direction, ElementType, Held, Node, Op, Reduction, StableHloElement, Tensor,
     TensorView, Unary, Value,
 };
+use crate::element::XlaOrd;
+use crate::elementwise::Elementwise;
 use crate::engine::reduce::{self, table_fold, table_fold_plain, FoldFn, TableFold};
 use crate::engine::table::{self, Kernel, Run};
 use crate::engine::{Operand, Shared};
@@ -16,21 +18,26 @@ use crate::shape::{iota, reduce_in_dim_check};
 
 use crate::elementwise as elem;
 use ndarray::{ArrayD, ArrayViewD};
+use std::marker::PhantomData;
 
-/// The kernels of one element type: the ops its class has, `None` for the others. Where two
-/// types give the same bits (wrapping and bitwise integer ops signed or unsigned, `bool` as
-/// the bytes 0 and 1), one kernel serves both.
+/// The kernels of one element type, `None` for the ops it lacks. Made for every element type
+/// (below) from the op table's rows: a type has an op where the op's element function is
+/// defined for it ([`crate::elementwise`], which the recorder's kinds agree with: a test).
 pub(crate) trait Kernels: Sized {
+    /// A real float type: its binary arithmetic runs in the widest copy the CPU runs (in
+    /// programs, its loops run in cache), and its maxima and minima fold in lanes, as sums do
+    /// (the array ops' bits). Other folds are exact, and run in order.
+    const FLOAT: bool;
     /// `op`'s kernel.
     fn binary(op: Binary) -> Option<Run<3>>;
-    /// The comparison's kernel, for `Eq`, `Ne`, `Lt` and `Le` (`a > b` is run as `b < a`).
+    /// The comparison's kernel.
     fn compare(dir: Direction) -> Option<Run<3>>;
     /// `clamp`'s kernel (operand, min, max).
     fn clamp() -> Option<Run<4>>;
     /// `op`'s kernel.
     fn unary(op: Unary) -> Option<Run<2>>;
-    /// The fold of reduction `r` (`bool` as bytes: `or` for the sum and max, `and` for the
-    /// product and min) and its identity, `None` where the type lacks it.
+    /// The fold of reduction `r` (a sum, a product, a maximum, ...: its binary op's
+    /// [`TableFold`]; `bool`'s sum is `or`) and its identity.
     fn fold(r: Reduction) -> Option<(FoldFn, Self)>;
     /// `argmin_in_dims` of `x` (`argmax_in_dims` with `max`) over `kept`; `None` for a type
     /// without an order.
@@ -39,206 +46,144 @@ pub(crate) trait Kernels: Sized {
         x: ArrayViewD<'_, Self>,
         kept: &[usize],
         max: bool,
-    ) -> Option<Result<ArrayD<usize>>> {
-        let _ = (op, x, kept, max);
-        None
-    }
+    ) -> Option<Result<ArrayD<usize>>>;
 }
 
-/// [`Kernels::arg`] for an ordered type.
-macro_rules! arg_ordered {
-    () => {
-        fn arg(
-            op: &'static str,
-            x: ArrayViewD<'_, Self>,
-            kept: &[usize],
-            max: bool,
-        ) -> Option<Result<ArrayD<usize>>> {
-            Some(match max {
-                true => crate::reduce::arg_extreme::<Self, true>(op, x, kept),
-                false => crate::reduce::arg_extreme::<Self, false>(op, x, kept),
-            })
-        }
-    };
+/// [`Kernels::arg`]'s function.
+type ArgFn<A> = fn(&'static str, ArrayViewD<'_, A>, &[usize], bool) -> Result<ArrayD<usize>>;
+
+/// Whether element type `A` has the op of element function `F`, asked of concrete types
+/// (autoref specialisation): `(&Probe::<A, F>::NEW).unary()` is `Has1`'s method where the
+/// bound holds (a method of `Probe` is found before one of `&Probe`), else `Lacks`'s, `None`.
+struct Probe<A, F>(PhantomData<fn() -> (A, F)>);
+
+impl<A, F> Probe<A, F> {
+    const NEW: Self = Probe(PhantomData);
 }
 
-/// A fold and its identity for `$t`: the loop `$kernel` over `$u`s (the type itself, or one
-/// with the same bits for this fold) of the op `$op`, whose [`TableFold`] gives the identity;
-macro_rules! fold {
-    ($kernel:ident, $u:ty, $t:ty, $op:ident) => {
-        (
-            $kernel::<$u, elem::$op> as FoldFn,
-            <elem::$op as TableFold<$t>>::identity(),
-        )
-    };
-}
-
-/// `match` from each listed op to its kernel for `$t` (a unary op's, or a binary op's or a
-/// comparison's; `wide`: the kernel in the widest copy this CPU runs), `None` for the others.
-macro_rules! table {
-    (Unary: $op:expr, $t:ty; $($v:ident),*) => { table!(@ $op, Unary, run {as Run<2>}, $t; $($v),*) };
-    (wide Unary: $op:expr, $t:ty; $($v:ident),*) => { table!(@ $op, Unary, run_wide {()}, $t; $($v),*) };
-    (wide $e:ident: $op:expr, $t:ty; $($v:ident),*) => { table!(@ $op, $e, run2_wide {()}, $t; $($v),*) };
-    ($e:ident: $op:expr, $t:ty; $($v:ident),*) => { table!(@ $op, $e, run2 {as Run<3>}, $t; $($v),*) };
-    (@ $op:expr, $e:ident, $run:ident $then:tt, $t:ty; $($v:ident),*) => {
-        match $op {
-            $($e::$v => Some(table!(# [table::$run::<$t, elem::$v>] $then)),)*
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    };
-    (# [$($kernel:tt)+] {$($then:tt)*}) => { $($kernel)+ $($then)* };
-}
-
-/// Integers: `$t` takes the kernels of `$u`, the unsigned type of its width, where the bits
-/// agree.
-macro_rules! ints {
-    ($($t:ty as $u:ty, [$($signed:ident),*];)*) => {$(
-        impl Kernels for $t {
-            fn unary(op: Unary) -> Option<Run<2>> {
-                table!(Unary: op, $u; Neg, Not, Popcnt, Clz).or_else(|| table!(Unary: op, $t; $($signed),*))
+/// Each probe: a trait whose method gives the kernel where the bound holds, and the same
+/// method of [`Lacks`] (`None`) elsewhere. An `if` on a constant (`F::WIDE`, `A::FLOAT`)
+/// compiles the kernel it takes only.
+macro_rules! probe {
+    ($($has:ident: $m:ident -> $out:ty where [$($bound:tt)*] $make:expr;)*) => {
+        $(
+            trait $has<A> {
+                fn $m(&self) -> Option<$out>;
             }
-            fn binary(op: Binary) -> Option<Run<3>> {
-                table!(Binary: op, $u; Add, Sub, Mul, ShiftLeft, And, Or, Xor).or_else(|| {
-                    table!(Binary: op, $t; Div, Rem, Max, Min, Pow, ShiftRightArithmetic,
-                        ShiftRightLogical)
-                })
-            }
-            fn compare(dir: Direction) -> Option<Run<3>> {
-                table!(Direction: dir, $u; Eq, Ne).or_else(|| table!(Direction: dir, $t; Lt, Le))
-            }
-            fn clamp() -> Option<Run<4>> {
-                Some(table::run3::<$t, elem::Clamp>)
-            }
-            arg_ordered!();
-            fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
-                Some(match r {
-                    Reduction::Sum => fold!(table_fold, $u, $t, Add),
-                    Reduction::Prod => fold!(table_fold_plain, $u, $t, Mul),
-                    Reduction::Max => fold!(table_fold_plain, $t, $t, Max),
-                    Reduction::Min => fold!(table_fold_plain, $t, $t, Min),
-                    Reduction::And => fold!(table_fold_plain, $u, $t, And),
-                    Reduction::Or => fold!(table_fold_plain, $u, $t, Or),
-                })
-            }
-        }
-    )*};
-}
-ints! {
-    u8 as u8, []; u16 as u16, []; u32 as u32, []; u64 as u64, [];
-    i8 as u8, [Abs, Sign]; i16 as u16, [Abs, Sign]; i32 as u32, [Abs, Sign]; i64 as u64, [Abs, Sign];
-}
-
-/// Floats: the transcendental ops and the arithmetic in wide copies, and the `$wide` ops too (`f64`'s `sin`,
-/// `cos`, `tan` call the platform's functions, which no vector copy speeds up).
-macro_rules! floats {
-    ($($t:ty: [$($wide:ident),*];)*) => {$(
-        impl Kernels for $t {
-            fn unary(op: Unary) -> Option<Run<2>> {
-                table!(wide Unary: op, $t; Exp, Expm1, Log, Log1p, Logistic, Tanh, Rsqrt
-                    $(, $wide)*).or_else(|| table!(Unary: op, $t; IsFinite, Abs, Neg, Sign, Floor,
-                    Ceil, RoundNearestEven, RoundNearestAfz, Sqrt, Cbrt, Sin, Cos, Tan))
-            }
-            fn binary(op: Binary) -> Option<Run<3>> {
-                // The arithmetic of programs, wide where the CPU is.
-                table!(wide Binary: op, $t; Add, Sub, Mul, Div, Max)
-                    .or_else(|| table!(Binary: op, $t; Rem, Min, Pow, Atan2))
-            }
-            fn compare(dir: Direction) -> Option<Run<3>> {
-                table!(Direction: dir, $t; Eq, Ne, Lt, Le)
-            }
-            fn clamp() -> Option<Run<4>> {
-                Some(table::run3::<$t, elem::Clamp>)
-            }
-            arg_ordered!();
-            fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
-                match r {
-                    Reduction::Sum => Some(fold!(table_fold, $t, $t, Add)),
-                    Reduction::Prod => Some(fold!(table_fold_plain, $t, $t, Mul)),
-                    // Max and min in lanes as sums (NaN wins, the first in the lanes' order;
-                    // +0.0 over -0.0).
-                    Reduction::Max => Some(fold!(table_fold, $t, $t, Max)),
-                    Reduction::Min => Some(fold!(table_fold, $t, $t, Min)),
-                    Reduction::And | Reduction::Or => None,
+            impl<A: Clone + Kernels, F> $has<A> for Probe<A, F> where $($bound)* {
+                fn $m(&self) -> Option<$out> {
+                    Some($make)
                 }
             }
+        )*
+        // (Without complex numbers, every type has the comparisons, `clamp` and an order.)
+        #[cfg_attr(not(feature = "complex"), allow(dead_code))]
+        trait Lacks<A> {
+            $(
+                fn $m(&self) -> Option<$out> {
+                    None
+                }
+            )*
         }
+        impl<A, F> Lacks<A> for &Probe<A, F> {}
+    };
+}
+probe! {
+    Has1: unary -> Run<2> where [F: Elementwise<A, 1>]
+        if F::WIDE { table::run_wide::<A, F>() } else { table::run::<A, F> };
+    Has2: binary -> Run<3> where [F: Elementwise<A, 2>]
+        if A::FLOAT { table::run2_wide::<A, F>() } else { table::run2::<A, F> };
+    HasCmp: compare -> Run<3> where [F: Elementwise<A, 2>] table::run2::<A, F>;
+    Has3: clamp -> Run<4> where [F: Elementwise<A, 3>] table::run3::<A, F>;
+    HasFold: fold -> (FoldFn, A) where [F: TableFold<A>] (
+        if A::FLOAT { table_fold::<A, F> } else { table_fold_plain::<A, F> },
+        F::identity(),
+    );
+    HasArg: arg -> ArgFn<A> where [A: XlaOrd] |op, x, kept, max| match max {
+        true => crate::reduce::arg_extreme::<A, true>(op, x, kept),
+        false => crate::reduce::arg_extreme::<A, false>(op, x, kept),
+    };
+}
+
+/// [`Kernels`] for the element types listed after the op table's rows (the unary ops', then
+/// the binary ops' and the comparisons': each collects its variants and calls on).
+macro_rules! unary_rows {
+    ([$($types:tt)*] $($name:ident => $v:ident, $hlo:literal, [$($m:ident),*], [$($kind:ident),*],
+        $what:literal, $ty:ty, $input:expr, $want:expr;)*) => {
+        binary_ops!(binary_rows [$($types)*] [$($v),*]);
+    };
+}
+macro_rules! binary_rows {
+    ($types:tt $unary:tt $($name:ident, $hlo:literal, $v:ident, $bound:ident, $elem:ident,
+        [$($m:ident),*], $paddle:ident, [$($std:tt)*], $t:literal, $expect:literal;)*) => {
+        compare_ops!(compare_rows $types $unary [$($v),*]);
+    };
+}
+macro_rules! compare_rows {
+    ($types:tt $unary:tt $binary:tt $($name:ident, $hlo:literal, $v:ident, $bound:ident,
+        $cmp:tt, [$($m:ident),*], $expect:literal;)*) => {
+        kernels!($types $unary $binary [$($v),*]);
+    };
+}
+macro_rules! kernels {
+    ([$($(#[$cfg:meta])* $t:ty),*] $unary:tt $binary:tt $compare:tt) => {$(
+        $(#[$cfg])*
+        kernels!(@ $t; $unary $binary $compare);
     )*};
-}
-floats! {
-    f32: [Sin, Cos, Tan];
-    f64: [];
-}
-#[cfg(feature = "half")]
-floats! {
-    half::f16: [Sin, Cos, Tan];
-    half::bf16: [Sin, Cos, Tan];
-}
-
-/// `bool` as the bytes 0 and 1: `add` is `or`, `mul` is `and`, `max` and `min` are `u8`'s, and
-/// so are the comparisons (`false < true`) and `clamp`.
-impl Kernels for bool {
-    fn unary(op: Unary) -> Option<Run<2>> {
-        table!(Unary: op, bool; Not)
-    }
-    fn binary(op: Binary) -> Option<Run<3>> {
-        match op {
-            Binary::Add => <u8 as Kernels>::binary(Binary::Or),
-            Binary::Mul => <u8 as Kernels>::binary(Binary::And),
-            Binary::Max | Binary::Min | Binary::And | Binary::Or | Binary::Xor => {
-                <u8 as Kernels>::binary(op)
-            }
-            _ => None,
-        }
-    }
-    fn compare(dir: Direction) -> Option<Run<3>> {
-        <u8 as Kernels>::compare(dir)
-    }
-    fn clamp() -> Option<Run<4>> {
-        <u8 as Kernels>::clamp()
-    }
-    arg_ordered!();
-    fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
-        Some(match r {
-            Reduction::Sum | Reduction::Max | Reduction::Or => {
-                fold!(table_fold_plain, u8, bool, Or)
-            }
-            Reduction::Prod | Reduction::Min | Reduction::And => {
-                fold!(table_fold_plain, u8, bool, And)
-            }
-        })
-    }
-}
-
-#[cfg(feature = "complex")]
-macro_rules! complex {
-    ($($t:ty),*) => {$(
-        impl Kernels for num_complex::Complex<$t> {
+    (@ $t:ty; [$($u:ident),*] [$($b:ident),*] [$($c:ident),*]) => {
+        impl Kernels for $t {
+            const FLOAT: bool = matches!(<$t as StableHloElement>::TYPE.kind, super::Kind::Float);
             fn unary(op: Unary) -> Option<Run<2>> {
-                table!(Unary: op, num_complex::Complex<$t>; Neg, Abs, Sign, Sqrt, Rsqrt, Cbrt,
-                    Exp, Expm1, Log, Log1p, Logistic, Tanh, Sin, Cos, Tan)
-            }
-            fn binary(op: Binary) -> Option<Run<3>> {
-                table!(Binary: op, num_complex::Complex<$t>; Add, Sub, Mul, Div, Pow, Atan2)
-            }
-            fn compare(dir: Direction) -> Option<Run<3>> {
-                table!(Direction: dir, num_complex::Complex<$t>; Eq, Ne)
-            }
-            fn clamp() -> Option<Run<4>> {
-                None
-            }
-            fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
-                match r {
-                    Reduction::Sum => Some(fold!(table_fold, Self, Self, Add)),
-                    Reduction::Prod => Some(fold!(table_fold_plain, Self, Self, Mul)),
-                    _ => None,
+                match op {
+                    $(Unary::$u => (&Probe::<$t, elem::$u>::NEW).unary(),)*
                 }
             }
+            fn binary(op: Binary) -> Option<Run<3>> {
+                match op {
+                    $(Binary::$b => (&Probe::<$t, elem::$b>::NEW).binary(),)*
+                }
+            }
+            fn compare(dir: Direction) -> Option<Run<3>> {
+                match dir {
+                    $(Direction::$c => (&Probe::<$t, elem::$c>::NEW).compare(),)*
+                }
+            }
+            fn clamp() -> Option<Run<4>> {
+                (&Probe::<$t, elem::Clamp>::NEW).clamp()
+            }
+            fn fold(r: Reduction) -> Option<(FoldFn, Self)> {
+                // Every type has a sum, folded in lanes (the array ops' bits), and a product,
+                // folded in order (XLA's; a float product's bits depend on it).
+                match r {
+                    Reduction::Sum => Some((
+                        table_fold::<$t, elem::Add>,
+                        <elem::Add as TableFold<$t>>::identity(),
+                    )),
+                    Reduction::Prod => Some((
+                        table_fold_plain::<$t, elem::Mul>,
+                        <elem::Mul as TableFold<$t>>::identity(),
+                    )),
+                    Reduction::Max => (&Probe::<$t, elem::Max>::NEW).fold(),
+                    Reduction::Min => (&Probe::<$t, elem::Min>::NEW).fold(),
+                    Reduction::And => (&Probe::<$t, elem::And>::NEW).fold(),
+                    Reduction::Or => (&Probe::<$t, elem::Or>::NEW).fold(),
+                }
+            }
+            fn arg(
+                op: &'static str,
+                x: ArrayViewD<'_, Self>,
+                kept: &[usize],
+                max: bool,
+            ) -> Option<Result<ArrayD<usize>>> {
+                (&Probe::<$t, ()>::NEW).arg().map(|f| f(op, x, kept, max))
+            }
         }
-    )*};
+    };
 }
-#[cfg(feature = "complex")]
-complex!(f32, f64);
+unary_ops!(unary_rows [bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64,
+    #[cfg(feature = "half")] half::f16, #[cfg(feature = "half")] half::bf16,
+    #[cfg(feature = "complex")] num_complex::Complex<f32>,
+    #[cfg(feature = "complex")] num_complex::Complex<f64>]);
 
 /// A source element type of `convert` in programs: its conversion kernels.
 pub(super) trait ConvertFrom: elem::Load + Clone {
@@ -347,8 +292,8 @@ pub(super) fn placements(node: &Node, rank_of: &dyn Fn(Value) -> usize) -> Place
 
 /// The table kernel of elementwise `node` (`ty_of` an operand's element type) and, for each of
 /// its inputs, which of the node's [`placements`] it reads: the one map from an op to its
-/// kernel, which `Program::run` and compiled chains both take. `a > b` runs as `b < a` and
-/// `a >= b` as `b <= a`, NaN included. An error for operands of other types than recorded.
+/// kernel, which `Program::run` and compiled chains both take. An error for operands of other
+/// types than recorded.
 pub(super) fn kernel(
     node: &Node,
     ty_of: &dyn Fn(Value) -> ElementType,
@@ -364,12 +309,7 @@ pub(super) fn kernel(
             found(ty0.binary_kernel(*op).map(Kernel::from), [0, 1, 0])
         }
         Op::Compare { dir, .. } if same(&[0, 1]) => {
-            let (dir, args) = match dir {
-                Direction::Gt => (Direction::Lt, [1, 0, 0]),
-                Direction::Ge => (Direction::Le, [1, 0, 0]),
-                dir => (*dir, [0, 1, 0]),
-            };
-            found(ty0.compare_kernel(dir).map(Kernel::from), args)
+            found(ty0.compare_kernel(*dir).map(Kernel::from), [0, 1, 0])
         }
         Op::Select { .. } if ty0 == bool::TYPE && ty(1) == ty(2) => {
             found(table::select(node.ty.size()).map(Kernel::from), [0, 1, 2])
@@ -525,10 +465,13 @@ fn every_type_has_a_kernel_for_exactly_the_ops_its_kind_has() {
             let want = op.defined_for(T::TYPE.kind);
             assert_eq!(T::binary(op).is_some(), want, "{op:?} on {}", T::TYPE.name);
         }
+        for &op in Unary::ALL {
+            let want = op.defined_for(T::TYPE.kind);
+            assert_eq!(T::unary(op).is_some(), want, "{op:?} on {}", T::TYPE.name);
+        }
         for &dir in Direction::ALL {
-            let want = !matches!(dir, Direction::Gt | Direction::Ge);
             let ordered = !matches!(dir, Direction::Eq | Direction::Ne);
-            let want = want && !(ordered && T::TYPE.kind == super::Kind::Complex);
+            let want = !(ordered && T::TYPE.kind == super::Kind::Complex);
             assert_eq!(
                 T::compare(dir).is_some(),
                 want,

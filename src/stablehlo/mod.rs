@@ -210,6 +210,10 @@ macro_rules! unaries {
         }
 
         impl Unary {
+            /// Every row, in the table's order.
+            #[cfg(test)]
+            pub(crate) const ALL: &'static [Self] = &[$(Unary::$v,)*];
+
             /// The crate's name and StableHLO's.
             fn names(self) -> (&'static str, &'static str) {
                 match self {
