@@ -27,8 +27,9 @@ use super::operand::{Operand, Shared, Strides};
 use super::parallel;
 use super::plan::Plan;
 use super::reduce::FoldFn;
-use super::stage;
-use super::table::{copy_strided, Kernel};
+use super::stage::{self, copy_strided};
+use super::table::Kernel;
+use super::transpose::TILE;
 use crate::error::{BroadcastError, Result};
 use smallvec::SmallVec;
 
@@ -137,9 +138,14 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     // (A row's bytes saturate: a row too long to address is refused below, never sized from a
     // wrapped product.)
     let row_bytes = n.saturating_mul(widest);
+    // An input read across the rows (its rows one element apart) is gathered transposed.
+    let across = |k: usize| {
+        let at = [strides[k][rank - 2], strides[k][rank - 1]];
+        !chain.written[k] && chain.operands[k].plain && stage::transposed(at, [8, 8])
+    };
     let (pitch, rows) = match by_rows {
         true => (n, (caches::row_tile() / row_bytes).clamp(1, m)),
-        false => chunk_shape((m, n), widest),
+        false => chunk_shape((m, n), widest, rank > 1 && (0..n_ops).any(across)),
     };
     let chunks = n.div_ceil(pitch);
     // A full operand contiguous along the rows is read or written in place.
@@ -213,8 +219,12 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
 }
 
 /// Chunks of the rows (`(m, n)`) for a chain without folds, `(pitch, rows)`: 4 KiB of the
-/// widest register, whole rows where they fit.
-fn chunk_shape((m, n): (usize, usize), widest: usize) -> (usize, usize) {
+/// widest register, whole rows where they fit. With an input read `across` the rows, the
+/// walk's slabs ([`stage::SLAB_BYTES`]): [`TILE`] columns, the gather transposes them.
+fn chunk_shape((m, n): (usize, usize), widest: usize, across: bool) -> (usize, usize) {
+    if across {
+        return (TILE.min(n), (stage::SLAB_BYTES / widest).min(m));
+    }
     let pitch = (caches::chunk() / widest).clamp(1, n);
     let rows = if pitch == n {
         caches::chunk() / (n * widest)
@@ -409,31 +419,33 @@ impl Tile<'_> {
         }
     }
 
-    /// The inputs that are not read in place, gathered: a full one's rows along its stride
-    /// (rows one element apart through register transposes), a per-row one's element of each
-    /// row.
+    /// The inputs that are not read in place, gathered: a full one's rows through
+    /// [`stage::gather`], in one call where they follow one another at one step (a transposed
+    /// input's, one element apart, are transposed), a per-row one's element of each row.
     ///
     /// # Safety
     /// As [`tile`].
     unsafe fn gather(&self) {
         let (walk, count, width) = (self.walk, self.count, self.width);
         let (chain, n_ops, rank) = (walk.chain, walk.chain.operands.len(), walk.outer.len() + 1);
-        let offs = self.offs;
+        let off = |row: usize, k: usize| self.offs[row * n_ops + k];
         for &k in walk.gathered {
             let o = &chain.operands[k];
-            for row in 0..count {
-                // SAFETY: the offset of an element of input `k`, as the caller promised.
-                let from = unsafe { o.at(offs[row * n_ops + k]) };
-                let (to, z) = (self.at(k, row), self.z(k));
-                match chain.per_row[k] {
-                    // SAFETY: one element of input `k` into its row's slot of the buffer.
-                    true => unsafe { copy_strided(from, 0, to, z, 1, o.size) },
-                    // SAFETY: the row's `width` elements of input `k` along its stride (0: one
-                    // element repeated) into the buffer's row.
-                    false => unsafe {
-                        let s = walk.strides[k][rank - 1] * z;
-                        copy_strided(from, s, to, z, width, o.size)
-                    },
+            let step = if count > 1 { off(1, k) - off(0, k) } else { 0 };
+            let one = !chain.per_row[k] && (2..count).all(|r| off(r, k) - off(r - 1, k) == step);
+            let rows = if one { count } else { 1 };
+            for row in (0..count).step_by(rows) {
+                // SAFETY: rows `row..row + rows` of input `k` (offsets as the caller promised;
+                // a per-row one's single element) into their rows of its buffer.
+                unsafe {
+                    let (from, to) = (o.at(off(row, k)), self.at(k, row));
+                    match chain.per_row[k] {
+                        true => copy_strided(from, 0, to, 0, 1, o.size),
+                        false => {
+                            let at = [step, walk.strides[k][rank - 1]];
+                            stage::gather(from, at, to, walk.pitch, o, [rows, width]);
+                        }
+                    }
                 }
             }
         }

@@ -1,25 +1,34 @@
-//! Staging: an input read across the rows of a block (a transpose) is copied, a slab of rows
-//! at a time, transposed into a per-thread buffer ([`transpose`]), so the kernel reads it with
-//! unit stride. Only plain element types are staged (their values are their bits).
+//! The thread's buffer ([`with_staging`]) and the engine's one gather into it ([`gather`]).
+//! The walk stages an input read across the rows of a block (a transpose): a slab of rows at
+//! a time, copied transposed ([`transpose`]), so the kernel reads it with unit stride; the row
+//! executor gathers its tiles' inputs. Only plain element types are transposed (their values
+//! are their bits).
 
 use super::fresh::{call_logged, FreshLog};
 use super::kernel::{Block, BlockKernel, Line};
 use super::operand::Operand;
 use super::transpose::{self, TILE};
+use std::mem::MaybeUninit;
 
-/// The operands a block stages ([`run_staged`]): inputs of plain values read across the
-/// block's rows (a stride of at least 8 along them) with a step of 1 or -1 down them, in a block
-/// at least 8 by 8 (another step is read in place: copied one by one, staging gains little).
+/// The operands a block stages ([`run_staged`]): the inputs it reads [`transposed`] (another
+/// input is read in place: copied one by one, staging gains little).
 fn staged<const N: usize>(block: &Block<N>, operands: [&Operand<'_>; N]) -> [bool; N] {
-    let big = block.rows >= 8 && block.n >= 8;
     std::array::from_fn(|k| {
-        let (step, inner) = (block.step[k], block.inner[k]);
-        k > 0 && big && operands[k].plain && inner.unsigned_abs() >= 8 && step.unsigned_abs() == 1
+        let at = [block.step[k], block.inner[k]];
+        k > 0 && operands[k].plain && transposed(at, [block.rows, block.n])
     })
 }
 
+/// Whether a `[rows, n]` piece read with `[step, inner]` (element `(r, c)` at
+/// `r * step + c * inner`) of plain elements is a transpose that the register transposes copy:
+/// a step of 1 or -1 down the rows and a stride of at least 8 along them, at least 8 by 8.
+pub(super) fn transposed([step, inner]: [isize; 2], [rows, n]: [usize; 2]) -> bool {
+    step.unsigned_abs() == 1 && inner.unsigned_abs() >= 8 && rows.min(n) >= 8
+}
+
 /// Runs one block: straight through the kernel, or slab by slab through [`run_staged`] when
-/// it stages operands.
+/// it stages operands, each in its part of this thread's buffer: a slab of it at the staging
+/// pitch, in whole cache lines.
 ///
 /// # Safety
 /// Every element the block addresses from `ptrs` is an element of its operand, the written
@@ -32,78 +41,44 @@ pub(super) unsafe fn run_block<const N: usize>(
     kernel: &dyn BlockKernel<N>,
     log: Option<&FreshLog>,
 ) {
-    let staged = &staged(&block, operands);
-    if !staged.contains(&true) {
-        // SAFETY: as the caller promised.
-        return unsafe { call_logged(kernel, ptrs, block, log) };
-    }
-    let staging = &Staging {
-        staged: *staged,
-        slab: slab_rows(operands, staged),
+    let staged = staged(&block, operands);
+    let widest = (0..N)
+        .filter(|&k| staged[k])
+        .map(|k| operands[k].size)
+        .max();
+    let slab = SLAB_BYTES / widest.unwrap_or(1);
+    let lines = |k: usize| match staged[k] {
+        true => (slab * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(64),
+        false => 0,
     };
-    let ran = with_parts(operands, staging, |parts| {
-        // SAFETY: as the caller promised; `parts` are this thread's, sized by `with_parts` for
-        // the same staging.
-        unsafe { run_staged(ptrs, block, operands, staging, parts, kernel, log) }
-    });
-    if ran.is_none() {
-        // No room to stage: the same block read in place.
+    let staging = |buffer: &mut [Line]| {
+        // One pointer to the buffer, from which every part is derived: a second `as_mut_ptr`
+        // would invalidate the parts taken before it.
+        let (base, mut at) = (buffer.as_mut_ptr(), 0);
+        let parts = std::array::from_fn(|k| {
+            // SAFETY: the buffer holds the sum of the parts' lines.
+            let part = unsafe { base.add(at) };
+            at += lines(k);
+            part
+        });
+        // SAFETY: as the caller promised; `parts` are this thread's, sized for `slab` rows.
+        unsafe { run_staged(ptrs, block, operands, (&staged, slab), parts, kernel, log) }
+    };
+    if widest.is_none() || with_staging((0..N).map(lines).sum(), staging).is_none() {
+        // Nothing to stage, or no room to: the block read in place.
         // SAFETY: as the caller promised.
         unsafe { call_logged(kernel, ptrs, block, log) }
     }
 }
 
-/// What a block stages: the operands ([`staged`]) and the rows of a slab ([`slab_rows`]).
-struct Staging<const N: usize> {
-    staged: [bool; N],
-    slab: usize,
-}
-
-/// Runs `f` with this thread's staging buffer cut into one part per operand: room for a slab
-/// of each staged operand (in whole cache lines), none for the others; `None`, having run
-/// nothing, when the buffer cannot grow to that.
-fn with_parts<const N: usize, R>(
-    operands: [&Operand<'_>; N],
-    &Staging { staged, slab }: &Staging<N>,
-    f: impl FnOnce([*mut Line; N]) -> R,
-) -> Option<R> {
-    let lines: [usize; N] = std::array::from_fn(|k| match staged[k] {
-        true => (slab * transpose::pitch(operands[k].size) * operands[k].size).div_ceil(64),
-        false => 0,
-    });
-    with_staging(lines.iter().sum(), |buffer| {
-        // One pointer to the buffer, from which every part is derived: a second `as_mut_ptr`
-        // would invalidate the parts taken before it.
-        let base = buffer.as_mut_ptr();
-        let mut parts: [*mut Line; N] = [std::ptr::null_mut(); N];
-        let mut at = 0;
-        for k in 0..N {
-            // SAFETY: the buffer holds the sum of the parts' lines.
-            parts[k] = unsafe { base.add(at) };
-            at += lines[k];
-        }
-        f(parts)
-    })
-}
-
-/// Bytes of each source row (each staged column) that a slab reads.
-const SLAB_BYTES: usize = 256;
-
-/// Rows of a block staged at a time: [`SLAB_BYTES`] of each source row for the widest staged
-/// element, a multiple of 8 (the register transposes' side). A source read across the rows has
-/// its rows far apart in memory (16 KiB at 4096 f32 columns), so the lines of one column of
-/// tiles fall in a few cache sets: a slab that took one line per source row found the next
-/// line evicted when the next slab came for it. Four lines at once are read as runs, each line
-/// used whole while it is in L1 (`docs/experiments.md`, transposed operands).
-fn slab_rows<const N: usize>(operands: [&Operand<'_>; N], staged: &[bool; N]) -> usize {
-    let mut widest = 1;
-    for (o, &staged) in operands.iter().zip(staged) {
-        if staged {
-            widest = widest.max(o.size);
-        }
-    }
-    SLAB_BYTES / widest
-}
+/// Bytes of each source row (each staged column) that a slab reads: the rows of a slab are
+/// this many bytes of the widest staged element, a multiple of 8 (the register transposes'
+/// side). A source read across the rows has its rows far apart in memory (16 KiB at 4096
+/// f32 columns), so the lines of one column of tiles fall in a few cache sets: a slab that
+/// took one line per source row found the next line evicted when the next slab came for it.
+/// Four lines at once are read as runs, each line used whole while it is in L1
+/// (`docs/experiments.md`, transposed operands).
+pub(super) const SLAB_BYTES: usize = 256;
 const _: () = assert!(SLAB_BYTES.is_multiple_of(8 * 8));
 
 /// The most bytes a thread keeps in its staging buffer between calls: what the executors'
@@ -151,9 +126,7 @@ pub(super) fn with_staging<R>(lines: usize, f: impl FnOnce(&mut [Line]) -> R) ->
 /// Runs `block` (operand `k` at `ptrs[k]`) a slab of rows and at most [`TILE`] columns
 /// at a time, each operand with `staged[k]` first copied, transposed, into `parts[k]`, so the
 /// kernel reads it with unit stride. A slab's staged rows stay in L1 from the transpose to the
-/// kernel. When every other operand is contiguous across a slab's rows (or broadcast), the
-/// staged rows are packed too and the slab goes to the kernel as one long run: short rows
-/// would each pay for the vector loop's start and end.
+/// kernel.
 ///
 /// # Safety
 /// Every element the block addresses is an element of its operand (the written ones distinct
@@ -163,7 +136,7 @@ unsafe fn run_staged<const N: usize>(
     ptrs: [*mut u8; N],
     block: Block<N>,
     operands: [&Operand<'_>; N],
-    &Staging { ref staged, slab }: &Staging<N>,
+    (staged, slab): (&[bool; N], usize),
     parts: [*mut Line; N],
     kernel: &dyn BlockKernel<N>,
     log: Option<&FreshLog>,
@@ -171,15 +144,7 @@ unsafe fn run_staged<const N: usize>(
     for first in (0..block.rows).step_by(slab) {
         for c0 in (0..block.n).step_by(TILE) {
             let [rows, n] = [slab.min(block.rows - first), TILE.min(block.n - c0)];
-            let packed = (0..N).all(|k| staged[k] || block.step[k] == n as isize * block.inner[k]);
-            let mut piece = match packed {
-                true => Block {
-                    n: rows * n,
-                    rows: 1,
-                    ..block
-                },
-                false => Block { n, rows, ..block },
-            };
+            let mut piece = Block { n, rows, ..block };
             let mut at: [*mut u8; N] = std::array::from_fn(|k| {
                 let off = first as isize * block.step[k] + c0 as isize * block.inner[k];
                 // SAFETY: row `first` and column `c0` are in the block, so this is an element
@@ -187,34 +152,16 @@ unsafe fn run_staged<const N: usize>(
                 unsafe { ptrs[k].offset(off * operands[k].size as isize) }
             });
             for k in (0..N).filter(|&k| staged[k]) {
-                let size = operands[k].size;
-                let pitch = if packed { n } else { transpose::pitch(size) };
+                let pitch = transpose::pitch(operands[k].size);
                 let buffer = parts[k].cast::<u8>();
-                // A source read backwards along the rows (step -1, e.g. a transpose flipped: a
-                // rot90) is read forwards from its last row and written upwards from the
-                // buffer's last row, so the staged rows come out in order either way (and go
-                // through the register transposes).
-                let (src, dst, p) = match block.step[k] {
-                    // SAFETY: with a step of -1, row `rows - 1` of the piece is `rows - 1`
-                    // elements before `at[k]`, an element of the block; the buffer holds `slab`
-                    // rows of `pitch` elements, and `rows <= slab`.
-                    -1 => unsafe {
-                        (
-                            at[k].sub((rows - 1) * size),
-                            buffer.add((rows - 1) * pitch * size),
-                            -(pitch as isize),
-                        )
-                    },
-                    _ => (at[k], buffer, pitch as isize),
-                };
                 // SAFETY: the piece's elements of operand `k` are at
-                // `at[k] + c * inner[k] + r * step[k]` (r < rows, c < n, a step of 1 or -1), all
-                // inside its array, so `src + c * inner[k] + r` is too (for a step of -1, `src` is the
-                // last row's); the buffer holds `slab` rows of its elements at the staging pitch
-                // (n is at most that), and `dst` is the first row written of the `rows` the copy
-                // fills; its elements are aligned (plain sizes are at most 8) and the buffer is
-                // this thread's own.
-                unsafe { transpose::transpose_tile(src, block.inner[k], dst, p, size, [rows, n]) };
+                // `at[k] + r * step[k] + c * inner[k]` (r < rows, c < n), all inside its array;
+                // the buffer, this thread's own, holds `slab` rows of its elements at the
+                // staging pitch (n is at most that, `rows` at most `slab`).
+                unsafe {
+                    let (step, inner) = (block.step[k], block.inner[k]);
+                    gather(at[k], [step, inner], buffer, pitch, operands[k], [rows, n]);
+                }
                 at[k] = buffer;
                 piece.inner[k] = 1;
                 piece.step[k] = pitch as isize;
@@ -222,6 +169,102 @@ unsafe fn run_staged<const N: usize>(
             // SAFETY: the piece addresses elements of the block (the staged ones in this
             // thread's buffer, now in order), as the caller promised of the block.
             unsafe { call_logged(kernel, at, piece, log) }
+        }
+    }
+}
+
+/// Copies a `[rows, n]` piece of input `o` into rows `pitch` elements apart at `dst`: element
+/// `(r, c)` from `src + r * step + c * inner` (in elements). The one gather of the engine: the walk's staged operands and the row
+/// executor's inputs come through it. A piece of plain values read [`transposed`] is copied
+/// transposed ([`transpose::transpose_tile`]), any other row by row along its stride.
+///
+/// # Safety
+/// Every element of the piece is an element of `o`'s array; `dst` has room for `rows` rows of
+/// `pitch >= n` elements of its size, this thread's alone.
+pub(super) unsafe fn gather(
+    src: *const u8,
+    [step, inner]: [isize; 2],
+    dst: *mut u8,
+    pitch: usize,
+    o: &Operand<'_>,
+    [rows, n]: [usize; 2],
+) {
+    let size = o.size;
+    // SAFETY: as the caller promised, for each row or the piece's transpose.
+    unsafe {
+        if o.plain && transposed([step, inner], [rows, n]) {
+            // A source read backwards along the rows (a transpose flipped: a rot90) is read
+            // forwards from its last row and written upwards from the last row's slot, so the
+            // rows come out in order either way.
+            let (src, dst, p) = match step {
+                -1 => (
+                    src.sub((rows - 1) * size),
+                    dst.add((rows - 1) * pitch * size),
+                    -1,
+                ),
+                _ => (src, dst, 1),
+            };
+            return transpose::transpose_tile(src, inner, dst, p * pitch as isize, size, [rows, n]);
+        }
+        let z = size as isize;
+        for r in 0..rows {
+            let from = src.offset(r as isize * step * z);
+            copy_strided(from, inner * z, dst.add(r * pitch * size), z, n, size);
+        }
+    }
+}
+
+/// Copies `n` elements of `size` bytes, `src` moving by `from` bytes and `dst` by `to`.
+///
+/// # Safety
+/// Every element read is initialised and every element written valid for a write, each aligned
+/// for its size's stand-in (those of `by_size!`); the two do not overlap.
+#[inline(never)]
+pub(super) unsafe fn copy_strided(
+    src: *const u8,
+    from: isize,
+    dst: *mut u8,
+    to: isize,
+    n: usize,
+    size: usize,
+) {
+    /// # Safety
+    /// As `copy_strided`, for elements of `T`.
+    #[inline(always)]
+    unsafe fn copy<T: std::marker::Copy>(
+        src: *const u8,
+        from: isize,
+        dst: *mut u8,
+        to: isize,
+        n: usize,
+    ) {
+        if from == 0 && to == size_of::<T>() as isize {
+            // One element repeated into a run: a fill, which vectorises.
+            // SAFETY: as the caller promised: one element read, `n` consecutive ones written.
+            unsafe {
+                let v = src.cast::<T>().read();
+                std::slice::from_raw_parts_mut(dst.cast::<MaybeUninit<T>>(), n)
+                    .fill(MaybeUninit::new(v));
+            }
+            return;
+        }
+        for i in 0..n as isize {
+            // SAFETY: as the caller promised.
+            unsafe {
+                let v = src.offset(i * from).cast::<T>().read();
+                dst.offset(i * to).cast::<T>().write(v);
+            }
+        }
+    }
+    // SAFETY: as the caller promised, for the stand-in of that size.
+    unsafe {
+        match size {
+            1 => copy::<u8>(src, from, dst, to, n),
+            2 => copy::<u16>(src, from, dst, to, n),
+            4 => copy::<u32>(src, from, dst, to, n),
+            8 => copy::<[u32; 2]>(src, from, dst, to, n),
+            16 => copy::<[u64; 2]>(src, from, dst, to, n),
+            _ => unreachable!("table kernels take elements of 1 to 16 bytes"),
         }
     }
 }

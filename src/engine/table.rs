@@ -259,61 +259,6 @@ impl<T: Blend, const N: usize> Blend for [T; N] {
     }
 }
 
-/// Copies `n` elements of `size` bytes, `src` moving by `from` bytes and `dst` by `to`.
-///
-/// # Safety
-/// Every element read is initialised and every element written valid for a write, each aligned
-/// for its size's stand-in (those of `by_size!`); the two do not overlap.
-#[inline(never)]
-pub(super) unsafe fn copy_strided(
-    src: *const u8,
-    from: isize,
-    dst: *mut u8,
-    to: isize,
-    n: usize,
-    size: usize,
-) {
-    /// # Safety
-    /// As `copy_strided`, for elements of `T`.
-    #[inline(always)]
-    unsafe fn copy<T: std::marker::Copy>(
-        src: *const u8,
-        from: isize,
-        dst: *mut u8,
-        to: isize,
-        n: usize,
-    ) {
-        if from == 0 && to == size_of::<T>() as isize {
-            // One element repeated into a run: a fill, which vectorises.
-            // SAFETY: as the caller promised: one element read, `n` consecutive ones written.
-            unsafe {
-                let v = src.cast::<T>().read();
-                std::slice::from_raw_parts_mut(dst.cast::<MaybeUninit<T>>(), n)
-                    .fill(MaybeUninit::new(v));
-            }
-            return;
-        }
-        for i in 0..n as isize {
-            // SAFETY: as the caller promised.
-            unsafe {
-                let v = src.offset(i * from).cast::<T>().read();
-                dst.offset(i * to).cast::<T>().write(v);
-            }
-        }
-    }
-    // SAFETY: as the caller promised, for the stand-in of that size.
-    unsafe {
-        match size {
-            1 => copy::<u8>(src, from, dst, to, n),
-            2 => copy::<u16>(src, from, dst, to, n),
-            4 => copy::<u32>(src, from, dst, to, n),
-            8 => copy::<[u32; 2]>(src, from, dst, to, n),
-            16 => copy::<[u64; 2]>(src, from, dst, to, n),
-            _ => unreachable!("table kernels take elements of 1 to 16 bytes"),
-        }
-    }
-}
-
 /// A table kernel of any operand count.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Kernel {

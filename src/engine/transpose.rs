@@ -8,7 +8,7 @@
 
 use std::any::TypeId;
 
-/// The most columns of a block staged at a time: a slab (`stage::slab_rows`) of this many
+/// The most columns of a block staged at a time: a slab (`stage::SLAB_BYTES`) of this many
 /// elements of a staged operand is 34-48 KiB, about L1, and the kernel's rows stay long.
 pub(super) const TILE: usize = 128;
 
