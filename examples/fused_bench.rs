@@ -213,6 +213,64 @@ fn softmax_zip(x: &ndarray::ArrayView2<'_, f32>, out: &mut Array2<f32>) {
         .expect("shapes");
 }
 
+/// Batch norm over the rows of `x` (`NHWC` seen as `(N*H*W, C)`) with `StrictZip`: the mean
+/// and the variance folded into the channels, then one map.
+fn batch_norm_zip(x: &ndarray::ArrayView2<'_, f32>, inputs: &[Tensor], out: &mut Array2<f32>) {
+    let (g, b) = (rows_of(&inputs[1]), rows_of(&inputs[2]));
+    let (g, b) = (g.row(0), b.row(0));
+    let n = x.nrows() as f32;
+    let sum = StrictZip::from(x)
+        .fold_in_dims([1], 0f32, |s, x| s + x, |a, b| a + b)
+        .expect("channels");
+    let mean = sum.mapv(|s| s / n);
+    let ss = StrictZip::from(x)
+        .and_in_dims(&mean, &[1])
+        .fold_in_dims([1], 0f32, |s, x, m| s + (x - m) * (x - m), |a, b| a + b)
+        .expect("channels");
+    let scale = StrictZip::from(&ss)
+        .and(&g)
+        .map_collect(|ss, g| g / (ss / n + 1e-5).sqrt())
+        .expect("channels");
+    StrictZip::from(x)
+        .and_in_dims(&mean, &[1])
+        .and_in_dims(&scale, &[1])
+        .and_in_dims(&b, &[1])
+        .map_assign_into(out, |x, m, s, b| (x - m) * s + b)
+        .expect("shapes");
+}
+
+/// Attention scores with `StrictZip`: `(B*H, S, S)`, the mask in dims 1 and 2; the maxima in
+/// one fold, then the softmax's sums folded and the result mapped in one call.
+fn attention_zip(inputs: &[Tensor], out: &mut Array2<f32>) {
+    let s = *inputs[1].shape().last().expect("a mask");
+    let x = rows_of(&inputs[0]);
+    let x = x
+        .into_shape_with_order((x.nrows() / s, s, s))
+        .expect("contiguous");
+    let mask = rows_of(&inputs[1]);
+    let mut o = out
+        .view_mut()
+        .into_shape_with_order(x.raw_dim())
+        .expect("contiguous");
+    let max = StrictZip::from(&x)
+        .and_in_dims(&mask, &[1, 2])
+        .fold_in_dims([0, 1], f32::MIN, |m, x, k| m.max(x * 0.125 + k), f32::max)
+        .expect("rows");
+    StrictZip::from(&x)
+        .and_in_dims(&mask, &[1, 2])
+        .and_in_dims(&max, &[0, 1])
+        .fold_map_assign_into(
+            &mut o,
+            [0, 1],
+            0f32,
+            |t, x, k, m| t + math::exp(x * 0.125 + k - m),
+            |a, b| a + b,
+            |t| 1.0 / t,
+            |inv, x, k, m| math::exp(x * 0.125 + k - m) * inv,
+        )
+        .expect("shapes");
+}
+
 /// One row of [`softmax_rows`]: the maximum, `exp` into the output with its sum, the scale.
 #[inline(always)]
 fn softmax_row(o: &mut [f32], r: &[f32]) {
@@ -269,8 +327,8 @@ fn softmax_rows(x: &ndarray::ArrayView2<'_, f32>, out: &mut Array2<f32>) {
 /// executable's output.
 fn zip_and_rows(name: &str, size: &str, inputs: &[Tensor], outs: &[Tensor], calls: usize) {
     let x = rows_of(&inputs[0]);
-    let mut out = Array2::<f32>::zeros(x.raw_dim());
     let want = rows_of(&outs[0]);
+    let mut out = Array2::<f32>::zeros(want.raw_dim());
     let mut time = |label: &str, f: &mut dyn FnMut(&mut Array2<f32>)| {
         f(&mut out);
         let worst = (&out - &want).fold(0f32, |m, d| m.max(d.abs()));
@@ -305,6 +363,38 @@ fn zip_and_rows(name: &str, size: &str, inputs: &[Tensor], outs: &[Tensor], call
                     .expect("shapes")
             });
         }
+        "transposed_add_relu" => {
+            let (xt, r) = (x.t(), rows_of(&inputs[1]));
+            time("zip_into", &mut |o| {
+                StrictZip::from(&xt)
+                    .and(&r)
+                    .map_assign_into(o, |x, r| (x + r).max(0.0))
+                    .expect("shapes")
+            });
+        }
+        "gelu" => {
+            let k = (2.0f32 / std::f32::consts::PI).sqrt();
+            time("zip_into", &mut |o| {
+                StrictZip::from(&x)
+                    .map_assign_into(o, |x| {
+                        0.5 * x * (1.0 + math::tanh(k * (x + 0.044715 * x * x * x)))
+                    })
+                    .expect("shapes")
+            });
+        }
+        "dense_backward" => {
+            let z = rows_of(&inputs[1]);
+            time("zip_into", &mut |o| {
+                StrictZip::from(&x)
+                    .and(&z)
+                    .map_assign_into(o, |dy, z| if z > 0.0 { dy } else { 0.0 })
+                    .expect("shapes");
+                let db = StrictZip::from(&*o).fold_in_dims([1], 0f32, |s, v| s + v, |a, b| a + b);
+                black_box(db.expect("columns"));
+            });
+        }
+        "batch_norm" => time("zip_into", &mut |o| batch_norm_zip(&x, inputs, o)),
+        "attention" => time("zip_into", &mut |o| attention_zip(inputs, o)),
         _ => {}
     }
 }
@@ -537,6 +627,7 @@ fn main() {
         drop(black_box(p.run(&inputs).expect("runs")))
     });
     println!("{name} {size} op_by_op {op_by_op:.4}");
+    zip_and_rows(name, size, &inputs, &outs, calls);
     texts.push(serde_json::json!({
         "name": name, "size": size, "module": p.to_stablehlo(), "shapes": shapes,
     }));
