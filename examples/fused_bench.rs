@@ -376,7 +376,8 @@ fn zip_and_rows(name: &str, size: &str, inputs: &[Tensor], outs: &[Tensor], call
             let k = (2.0f32 / std::f32::consts::PI).sqrt();
             time("zip_into", &mut |o| {
                 StrictZip::from(&x)
-                    .map_assign_into(o, |x| {
+                    // `move`: `k` by value (by reference, the loop does not vectorise).
+                    .map_assign_into(o, move |x| {
                         0.5 * x * (1.0 + math::tanh(k * (x + 0.044715 * x * x * x)))
                     })
                     .expect("shapes")

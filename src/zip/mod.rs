@@ -7,6 +7,11 @@
 //! buffer on the stack, so the loop over each chunk vectorises; large zips split over Rayon's
 //! threads.
 //!
+//! Capture values by value (`move |x| ...`): a closure that reads a captured variable through
+//! a reference reads it again for every element, since the compiler cannot tell that memory
+//! from the output's, and its loop does not vectorise (a GELU with `math::tanh` and a captured
+//! constant: 2.2 ms by reference, 0.19 ms with `move`, at 512²).
+//!
 //! ```
 //! use ndarray::{array, Array2};
 //! use xla_bcast::prelude::*;
