@@ -193,23 +193,23 @@ fn layer_norm_rows(
         });
 }
 
-/// Softmax over rows with `StrictZip`: the maxima in one fold, then the sums of
-/// `exp(x - max)` folded and the result mapped in one call, each row while it is in cache.
+/// Softmax over rows with `StrictZip`, a group per row while it is in cache, as the hand
+/// loop runs: the maximum, `exp` written into the output with its sum, then the scale.
 fn softmax_zip(x: &ndarray::ArrayView2<'_, f32>, out: &mut Array2<f32>) {
-    let max = StrictZip::from(x)
-        .fold_in_dims([0], f32::MIN, |m, x| m.max(x), f32::max)
-        .expect("rows");
     StrictZip::from(x)
-        .and_in_dims(&max, &[0])
-        .fold_map_assign_into(
-            out,
-            [0],
-            0f32,
-            |s, x, m| s + math::exp(x - m),
-            |a, b| a + b,
-            |s| 1.0 / s,
-            |inv, x, m| math::exp(x - m) * inv,
-        )
+        .for_each_group_into(out, [0], |g| {
+            let max = g.fold(f32::MIN, |m, _, x| m.max(x), f32::max);
+            let sum = g.fold(
+                0.0,
+                move |s, o, x| {
+                    *o = math::exp(x - max);
+                    s + *o
+                },
+                |a, b| a + b,
+            );
+            let inv = 1.0 / sum;
+            g.for_each(move |o, _| *o *= inv);
+        })
         .expect("shapes");
 }
 
@@ -239,8 +239,8 @@ fn batch_norm_zip(x: &ndarray::ArrayView2<'_, f32>, inputs: &[Tensor], out: &mut
         .expect("shapes");
 }
 
-/// Attention scores with `StrictZip`: `(B*H, S, S)`, the mask in dims 1 and 2; the maxima in
-/// one fold, then the softmax's sums folded and the result mapped in one call.
+/// Attention scores with `StrictZip`: `(B*H, S, S)`, the mask in dims 1 and 2; a softmax
+/// over each row of the scaled, masked scores, a group per row.
 fn attention_zip(inputs: &[Tensor], out: &mut Array2<f32>) {
     let s = *inputs[1].shape().last().expect("a mask");
     let x = rows_of(&inputs[0]);
@@ -252,22 +252,21 @@ fn attention_zip(inputs: &[Tensor], out: &mut Array2<f32>) {
         .view_mut()
         .into_shape_with_order(x.raw_dim())
         .expect("contiguous");
-    let max = StrictZip::from(&x)
-        .and_in_dims(&mask, &[1, 2])
-        .fold_in_dims([0, 1], f32::MIN, |m, x, k| m.max(x * 0.125 + k), f32::max)
-        .expect("rows");
     StrictZip::from(&x)
         .and_in_dims(&mask, &[1, 2])
-        .and_in_dims(&max, &[0, 1])
-        .fold_map_assign_into(
-            &mut o,
-            [0, 1],
-            0f32,
-            |t, x, k, m| t + math::exp(x * 0.125 + k - m),
-            |a, b| a + b,
-            |t| 1.0 / t,
-            |inv, x, k, m| math::exp(x * 0.125 + k - m) * inv,
-        )
+        .for_each_group_into(&mut o, [0, 1], |g| {
+            let max = g.fold(f32::MIN, |m, _, x, k| m.max(x * 0.125 + k), f32::max);
+            let sum = g.fold(
+                0.0,
+                move |t, o, x, k| {
+                    *o = math::exp(x * 0.125 + k - max);
+                    t + *o
+                },
+                |a, b| a + b,
+            );
+            let inv = 1.0 / sum;
+            g.for_each(move |o, _, _| *o *= inv);
+        })
         .expect("shapes");
 }
 
@@ -328,13 +327,24 @@ fn softmax_rows(x: &ndarray::ArrayView2<'_, f32>, out: &mut Array2<f32>) {
 fn zip_and_rows(name: &str, size: &str, inputs: &[Tensor], outs: &[Tensor], calls: usize) {
     let x = rows_of(&inputs[0]);
     let want = rows_of(&outs[0]);
-    let mut out = Array2::<f32>::zeros(want.raw_dim());
-    let mut time = |label: &str, f: &mut dyn FnMut(&mut Array2<f32>)| {
+    let check = |label: &str, f: &mut dyn FnMut(&mut Array2<f32>)| {
+        let mut out = Array2::<f32>::zeros(want.raw_dim());
         f(&mut out);
         let worst = (&out - &want).fold(0f32, |m, d| m.max(d.abs()));
         assert!(worst < 1e-3, "{name} {label} is off by {worst}");
+        out
+    };
+    let time = |label: &str, f: &mut dyn FnMut(&mut Array2<f32>)| {
+        let mut out = check(label, f);
         let t = median(calls, &mut || f(&mut out));
         println!("{name} {size} {label} {t:.4}");
+    };
+    // The `zip` and `rows` columns timed in alternation, as `median_pair` times them.
+    let pair = |zip: &mut dyn FnMut(&mut Array2<f32>), rows: &mut dyn FnMut(&mut Array2<f32>)| {
+        let (mut a, mut b) = (check("zip_into", zip), check("rows_into", rows));
+        let (z, r) = median_pair(calls, &mut || zip(&mut a), &mut || rows(&mut b));
+        println!("{name} {size} zip_into {z:.4}");
+        println!("{name} {size} rows_into {r:.4}");
     };
     match name {
         "layer_norm" => {
@@ -346,12 +356,12 @@ fn zip_and_rows(name: &str, size: &str, inputs: &[Tensor], outs: &[Tensor], call
                     .expect("a row")
             };
             let (g, b) = (row(&inputs[1]), row(&inputs[2]));
-            time("zip_into", &mut |o| layer_norm_zip(&x, &g, &b, o));
-            time("rows_into", &mut |o| layer_norm_rows(&x, &g, &b, o));
+            pair(&mut |o| layer_norm_zip(&x, &g, &b, o), &mut |o| {
+                layer_norm_rows(&x, &g, &b, o)
+            });
         }
         "softmax_last" => {
-            time("zip_into", &mut |o| softmax_zip(&x, o));
-            time("rows_into", &mut |o| softmax_rows(&x, o));
+            pair(&mut |o| softmax_zip(&x, o), &mut |o| softmax_rows(&x, o));
         }
         "bias_relu" => {
             let b = inputs[1].view::<f32>().expect("f32").to_owned();

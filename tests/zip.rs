@@ -558,3 +558,292 @@ fn zips_of_overflowing_shapes_are_refused() {
     );
     refused(fold.unwrap_err());
 }
+
+/// A fold's lanes hold any accumulator: one of up to four words (stored across the lanes),
+/// one with padding, larger ones (stored lane by lane) and ones that own memory; on rows that
+/// take whole groups of lanes and a partial group, contiguous, strided (a transposed array)
+/// and of elements read one at a time (strings).
+#[test]
+fn fold_lanes_hold_accumulators_of_every_layout() {
+    let x = Array2::from_shape_fn((5, 1000 + 7), |(i, j)| ((i * 13 + j * 7) % 23) as i64 - 11);
+    let xt = x.t().to_owned();
+    for view in [x.view(), xt.t()] {
+        macro_rules! check {
+            ($init:expr, $fold:expr, $combine:expr) => {{
+                let got = StrictZip::from(&view)
+                    .fold_in_dims([0], $init, $fold, $combine)
+                    .unwrap();
+                for (i, r) in view.rows().into_iter().enumerate() {
+                    assert_eq!(got[i], r.iter().copied().fold($init, $fold), "row {i}");
+                }
+            }};
+        }
+        check!(0f32, |s, v| s + v as f32, |a, b| a + b);
+        check!(
+            (0f64, 0f64),
+            |(s, q), v| (s + v as f64, q + (v * v) as f64),
+            |a: (f64, f64), b: (f64, f64)| (a.0 + b.0, a.1 + b.1)
+        );
+        check!(
+            (0u8, 0i32),
+            |(c, s), v| (c.wrapping_add(1), s + v as i32),
+            |a: (u8, i32), b: (u8, i32)| (a.0.wrapping_add(b.0), a.1 + b.1)
+        );
+        check!(
+            [0i64; 4],
+            |[a, b, c, d], v| [a + v, b.max(v), c.min(v), d + 1],
+            |p: [i64; 4], q: [i64; 4]| [p[0] + q[0], p[1].max(q[1]), p[2].min(q[2]), p[3] + q[3]]
+        );
+        check!(
+            [0i64; 5],
+            |mut a: [i64; 5], v| {
+                a[(v + 11) as usize % 5] += v;
+                a
+            },
+            |p: [i64; 5], q: [i64; 5]| std::array::from_fn(|k| p[k] + q[k])
+        );
+        check!(
+            Box::new(0i64),
+            |b: Box<i64>, v| Box::new(*b + v),
+            |p: Box<i64>, q: Box<i64>| { Box::new(*p + *q) }
+        );
+        check!(
+            vec![0i64; 3],
+            |mut a: Vec<i64>, v| {
+                a[(v + 11) as usize % 3] += 1;
+                a
+            },
+            |p: Vec<i64>, q: Vec<i64>| vec![p[0] + q[0], p[1] + q[1], p[2] + q[2]]
+        );
+    }
+    let words = xt.mapv(|v| v.to_string());
+    let lens = StrictZip::from(&words.t())
+        .fold_in_dims(
+            [0],
+            (0usize, 0usize),
+            |(n, l), w| (n + 1, l + w.len()),
+            |a, b| (a.0 + b.0, a.1 + b.1),
+        )
+        .unwrap();
+    for (i, r) in x.rows().into_iter().enumerate() {
+        let want = r.iter().map(|v| v.to_string().len()).sum::<usize>();
+        assert_eq!(lens[i], (1007, want), "row {i}");
+    }
+}
+
+/// A fold whose closure panics with accumulators that own memory: the panic propagates and
+/// every accumulator made is dropped once (none leak, none twice).
+#[test]
+fn a_panicking_fold_drops_its_accumulators() {
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+    struct Counted(i64);
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            LIVE.fetch_add(1, Ordering::SeqCst);
+            Counted(self.0)
+        }
+    }
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            LIVE.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let x = Array2::from_shape_fn((40, 300), |(i, j)| (i * 300 + j) as i64);
+    for stop in [5, 250, 299, 3000] {
+        let seen = AtomicUsize::new(0);
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        let init = Counted(0);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            StrictZip::from(&x).fold_in_dims(
+                [0],
+                init.clone(),
+                |a, v| {
+                    if seen.fetch_add(1, Ordering::SeqCst) == stop {
+                        panic!("stop");
+                    }
+                    LIVE.fetch_add(1, Ordering::SeqCst);
+                    Counted(a.0 + v)
+                },
+                |a, b| {
+                    LIVE.fetch_add(1, Ordering::SeqCst);
+                    Counted(a.0 + b.0)
+                },
+            )
+        }));
+        assert!(r.is_err());
+        drop(init);
+        assert_eq!(LIVE.load(Ordering::SeqCst), 0, "stop at {stop}");
+    }
+}
+
+/// A softmax and a layer norm over rows as groups (a fold, a fold writing the output, a map
+/// of the output), and a group over columns of a rank-3 zip, against plain loops; a group's
+/// fold gives `fold_in_dims`'s bits, and `fold_map_assign_into` the same as a group.
+#[test]
+fn groups_fold_and_write_their_elements() {
+    use xla_bcast::math;
+    let x = grid((300, 1003), 4);
+    let mut out = Array2::<f32>::zeros(x.raw_dim());
+    StrictZip::from(&x)
+        .for_each_group_into(&mut out, [0], |g| {
+            let max = g.fold(f32::MIN, |m, _, x| m.max(x), f32::max);
+            let sum = g.fold(
+                0.0,
+                move |s, o, x| {
+                    *o = math::exp(x - max);
+                    s + *o
+                },
+                |a, b| a + b,
+            );
+            g.for_each(move |o, _| *o /= sum);
+        })
+        .unwrap();
+    for (i, r) in x.rows().into_iter().enumerate() {
+        let max = r.fold(f32::MIN, |m, &v| m.max(v));
+        let e: Vec<f64> = r.iter().map(|&v| ((v - max) as f64).exp()).collect();
+        let s: f64 = e.iter().sum();
+        for (j, e) in e.iter().enumerate() {
+            assert!((out[[i, j]] as f64 - e / s).abs() < 1e-6, "({i}, {j})");
+        }
+    }
+    // The sum a group folds is `fold_in_dims`'s, bit for bit; and `fold_map_assign_into`.
+    let w = Array1::from_shape_fn(1003, |j| 1.0 + j as f32 * 1e-3);
+    let sums = StrictZip::from(&x)
+        .and_in_dims(&w, &[1])
+        .fold_in_dims(
+            [0],
+            (0f32, 0f32),
+            |(s, q), x, w| (s + x * w, q + x * x),
+            |a, b| (a.0 + b.0, a.1 + b.1),
+        )
+        .unwrap();
+    let (mut by_group, mut by_map) = (out.clone(), out.clone());
+    StrictZip::from(&x)
+        .and_in_dims(&w, &[1])
+        .for_each_group_into(&mut by_group, [0], |g| {
+            let (s, q) = g.fold(
+                (0f32, 0f32),
+                |(s, q), _, x, w| (s + x * w, q + x * x),
+                |a, b| (a.0 + b.0, a.1 + b.1),
+            );
+            g.for_each(move |o, x, _| *o = x * s - q);
+        })
+        .unwrap();
+    StrictZip::from(&x)
+        .and_in_dims(&w, &[1])
+        .fold_map_assign_into(
+            &mut by_map,
+            [0],
+            (0f32, 0f32),
+            |(s, q), x, w| (s + x * w, q + x * x),
+            |a, b| (a.0 + b.0, a.1 + b.1),
+            |sq| sq,
+            |&(s, q), x, _| x * s - q,
+        )
+        .unwrap();
+    for i in 0..300 {
+        let (s, q) = sums[i];
+        for j in 0..1003 {
+            assert_eq!(
+                by_group[[i, j]].to_bits(),
+                (x[[i, j]] * s - q).to_bits(),
+                "({i}, {j})"
+            );
+        }
+    }
+    assert_eq!(by_group.mapv(f32::to_bits), by_map.mapv(f32::to_bits));
+    // Groups over dims 0 and 2 of a rank-3 zip (runs along dim 1, strided in the output), a
+    // column vector broadcast: each element minus its group's minimum, plus the column's.
+    let y = Array3::from_shape_fn((4, 37, 6), |(i, j, k)| {
+        ((i * 5 + j * 3 + k * 11) % 17) as i32
+    });
+    let c = Array1::from_shape_fn(37, |j| j as i32);
+    let mut o = Array3::<i32>::zeros(y.raw_dim());
+    StrictZip::from(&y)
+        .and_in_dims(&c, &[1])
+        .for_each_group_into(&mut o, [2, 0], |g| {
+            let min = g.fold(i32::MAX, |m, _, y, _| m.min(y), i32::min);
+            g.for_each(move |o, y, c| *o = y - min + c);
+        })
+        .unwrap();
+    for ((i, j, k), &v) in y.indexed_iter() {
+        let min = y.slice(s![i, .., k]).iter().copied().min().unwrap();
+        assert_eq!(o[[i, j, k]], v - min + j as i32);
+    }
+}
+
+/// A group's folds depend on the shapes only: one thread and two give the same bits.
+#[test]
+#[cfg(feature = "rayon")]
+fn groups_are_the_same_on_one_thread_and_two() {
+    let x = grid((2000, 700), 3);
+    let run = || {
+        let mut out = Array2::<f32>::zeros(x.raw_dim());
+        StrictZip::from(&x)
+            .for_each_group_into(&mut out, [0], |g| {
+                let (s, q) = g.fold(
+                    (0f32, 0f32),
+                    |(s, q), _, x| (s + x, q + x * x),
+                    |a, b| (a.0 + b.0, a.1 + b.1),
+                );
+                let t = g.fold(
+                    0f32,
+                    move |t, o, x| {
+                        *o = x * s;
+                        t + *o * q
+                    },
+                    |a, b| a + b,
+                );
+                g.for_each(move |o, _| *o -= t);
+            })
+            .unwrap();
+        out.mapv(f32::to_bits)
+    };
+    let serial = with_parallelism(Parallelism::Serial, run);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    assert_eq!(serial, pool.install(run));
+}
+
+/// A group zip's errors name what is wrong, and nothing runs; a panic in a group propagates.
+#[test]
+fn group_errors_and_panics() {
+    let x = Array2::<f32>::ones((3, 4));
+    let ran = AtomicUsize::new(0);
+    let mut wrong = Array2::<f32>::zeros((4, 3));
+    let e = StrictZip::from(&x)
+        .for_each_group_into(&mut wrong, [0], |_| {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap_err();
+    assert!(matches!(e, BroadcastError::OutputShape { .. }), "{e}");
+    assert!(e.to_string().contains("[4, 3]"), "{e}");
+    let mut out = Array2::<f32>::zeros((3, 4));
+    let e = StrictZip::from(&x)
+        .for_each_group_into(&mut out, [1, 1], |_| {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("kept dim 1 repeats"), "{e}");
+    let e = StrictZip::from(&x)
+        .and_in_dims(&Array1::<f32>::ones(3), &[1])
+        .for_each_group_into(&mut out, [0], |_| {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap_err();
+    assert!(e.to_string().starts_with("StrictZip operand 1:"), "{e}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        StrictZip::from(&x).for_each_group_into(&mut out, [0], |g| {
+            g.for_each(|o, x| {
+                if x > 0.0 {
+                    panic!("stop");
+                }
+                *o = x;
+            })
+        })
+    }));
+    assert!(r.is_err());
+}

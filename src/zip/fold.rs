@@ -7,11 +7,12 @@
 //! in order, in blocks of about [`BLOCK`] elements that go to threads as units. Every grouping
 //! is a function of the shapes, so one thread and many give the same bits.
 
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::Range;
 
 use ndarray::Dimension;
 
-use super::{RunFold, RunMap};
+use super::run::{RunFold, RunMap};
 use crate::engine::{parallel, widest, Operand, Shared, Widest};
 
 /// Independent accumulators per run.
@@ -255,6 +256,111 @@ pub(super) unsafe fn fold<Acc: Send, const N: usize>(
         .collect()
 }
 
+/// A fold's [`LANES`] accumulators, stored word by word across the lanes: an accumulator
+/// of up to four words of its alignment (`f32`, `(f32, f32)`, `(f64, f64)`) keeps word `w` of
+/// lane `j` at word `w * LANES + j`, so that the compiler vectorises a fold across its lanes
+/// (a tuple's sums eight lanes to an AVX register) rather than within one tuple; any other is
+/// stored lane by lane, as an array. Either way each lane always holds a valid accumulator,
+/// dropped with the lanes.
+pub(super) struct Lanes<Acc> {
+    store: MaybeUninit<[Acc; LANES]>,
+}
+
+impl<Acc> Lanes<Acc> {
+    /// The size of a stored word and the words per accumulator.
+    const WORDS: (usize, usize) = {
+        let (size, align) = (size_of::<Acc>(), align_of::<Acc>());
+        if align <= 8 && size <= 4 * align {
+            (align, size / align)
+        } else {
+            (size, 1)
+        }
+    };
+
+    /// A bitwise copy of lane `j`'s accumulator (`j < LANES`).
+    #[inline(always)]
+    fn peek(&self, j: usize) -> ManuallyDrop<Acc> {
+        let (a, k) = Self::WORDS;
+        let mut acc = MaybeUninit::<Acc>::uninit();
+        let (from, to) = (
+            self.store.as_ptr().cast::<u8>(),
+            acc.as_mut_ptr().cast::<u8>(),
+        );
+        for w in 0..k {
+            // SAFETY: word `w` of lane `j` lies inside the store (`k * a` bytes per lane,
+            // `LANES` lanes), word `w` inside `acc`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(from.add((w * LANES + j) * a), to.add(w * a), a)
+            };
+        }
+        // SAFETY: every word of `acc` copied from lane `j`, which holds a valid accumulator.
+        ManuallyDrop::new(unsafe { acc.assume_init() })
+    }
+
+    /// `acc` moved into lane `j` (`j < LANES`) over what it held, which is not dropped.
+    ///
+    /// # Safety
+    /// Lane `j`'s old value was moved out or dropped, or was never written.
+    #[inline(always)]
+    unsafe fn write(&mut self, j: usize, acc: Acc) {
+        let (a, k) = Self::WORDS;
+        let acc = ManuallyDrop::new(acc);
+        let (from, to) = (
+            (&raw const *acc).cast::<u8>(),
+            self.store.as_mut_ptr().cast::<u8>(),
+        );
+        for w in 0..k {
+            // SAFETY: as in `peek`, the other way.
+            unsafe {
+                std::ptr::copy_nonoverlapping(from.add(w * a), to.add((w * LANES + j) * a), a)
+            };
+        }
+    }
+}
+
+impl<Acc: Clone> Lanes<Acc> {
+    /// Every lane `init`.
+    #[inline(always)]
+    pub(super) fn new(init: &Acc) -> Self {
+        // Not dropped until every lane is written: a panic in `clone` leaks the lanes so far.
+        let mut lanes = ManuallyDrop::new(Lanes {
+            store: MaybeUninit::uninit(),
+        });
+        for j in 0..LANES {
+            // SAFETY: lane `j` is written once, before any lane is read.
+            unsafe { lanes.write(j, init.clone()) };
+        }
+        ManuallyDrop::into_inner(lanes)
+    }
+
+    /// Lane `j` becomes `f` of (a clone of) its accumulator; the old one is dropped after `f`
+    /// returns, so that a panic in `f` leaves every lane valid (and dropped with the lanes).
+    #[inline(always)]
+    pub(super) fn update(&mut self, j: usize, f: impl FnOnce(Acc) -> Acc) {
+        let old = self.peek(j);
+        let new = f(Acc::clone(&old));
+        drop(ManuallyDrop::into_inner(old));
+        // SAFETY: the old value was just dropped.
+        unsafe { self.write(j, new) };
+    }
+
+    /// The lanes as an array.
+    #[inline(always)]
+    pub(super) fn into_array(self) -> [Acc; LANES] {
+        let lanes = ManuallyDrop::new(self);
+        std::array::from_fn(|j| ManuallyDrop::into_inner(lanes.peek(j)))
+    }
+}
+
+impl<Acc> Drop for Lanes<Acc> {
+    /// Reached only when a fold panics: a finished fold's lanes are moved out by `combine`.
+    fn drop(&mut self) {
+        for j in (0..LANES).filter(|_| std::mem::needs_drop::<Acc>()) {
+            drop(ManuallyDrop::into_inner(self.peek(j)));
+        }
+    }
+}
+
 /// Lanes combined pairwise: `(0 1) (2 3) ...`, then `(01 23) ...`, to one.
 #[inline(always)]
 pub(super) fn pairwise<Acc: Clone>(
@@ -271,34 +377,44 @@ pub(super) fn pairwise<Acc: Clone>(
     lanes[0].clone()
 }
 
-/// [`fold`] of each kept index, then `finish` of its result, then [`RunMap`] of it over each
-/// of its runs again (operand 0 the output, the others the zip's), on the thread that folded
-/// them, while they are in cache. The folds group as [`fold`]'s do, so their results are
-/// [`fold`]'s bits.
-///
-/// # Safety
-/// As [`fold`], for `ops[1..]`; `ops[0]` is the output, seen at `shape`, each of its elements
-/// written once by the map, which reads the zip's operands only.
-pub(super) unsafe fn fold_map<Acc: Send, St: Sync, const N: usize>(
-    shape: &[usize],
-    kept: &[usize],
-    ops: [&Operand<'_>; N],
-    combine: &(impl Fn(Acc, Acc) -> Acc + Sync),
-    run: &impl RunFold<N, Acc = Acc>,
-    finish: &(impl Fn(Acc) -> St + Sync),
-    mapper: &impl RunMap<N, St = St>,
-) {
-    let runs = Runs::new(shape, kept, &ops);
-    let unit = |k: usize| {
+/// The elements of one kept index of a zip (a group): each of its runs folded or mapped on
+/// this thread, while they are in cache ([`groups`]).
+pub(super) struct GroupAt<'g, const N: usize> {
+    runs: &'g Runs<'g, N>,
+    ops: &'g [&'g Operand<'g>; N],
+    k: usize,
+}
+
+impl<const N: usize> GroupAt<'_, N> {
+    /// The group's runs folded by `run`, combined as [`fold`] combines them (so with its bits);
+    /// `None` for a group of no runs.
+    ///
+    /// # Safety
+    /// As [`fold`], for one kept index.
+    pub(super) unsafe fn fold<R: RunFold<N>>(
+        &self,
+        run: &R,
+        combine: &impl Fn(R::Acc, R::Acc) -> R::Acc,
+    ) -> Option<R::Acc> {
+        let (runs, ops, k) = (self.runs, self.ops, self.k);
         // SAFETY: as the caller promised.
-        let blocks = (0..runs.blocks()).map(|b| unsafe { runs.block(&ops, (k, b), run, combine) });
-        let Some(acc) = blocks.fold(None, |a, b| join(a, b, combine)) else {
-            return;
-        };
-        let st = &finish(acc);
+        let blocks = (0..runs.blocks()).map(|b| unsafe { runs.block(ops, (k, b), run, combine) });
+        blocks.fold(None, |a, b| join(a, b, combine))
+    }
+
+    /// [`RunMap`] of `st` over each of the group's runs.
+    ///
+    /// # Safety
+    /// As [`groups`]: the map writes operand 0's elements, reads the others'.
+    pub(super) unsafe fn map<R: RunMap<N>>(&self, mapper: &R, st: &R::St) {
+        let runs = self.runs;
         for r in (0..runs.runs).filter(|_| runs.n > 0) {
             // SAFETY: as the caller promised.
-            let (ptrs, s, n) = (unsafe { runs.at(&ops, k, r) }, runs.strides, runs.n);
+            let (ptrs, s, n) = (
+                unsafe { runs.at(self.ops, self.k, r) },
+                runs.strides,
+                runs.n,
+            );
             widest(MapCall {
                 mapper,
                 st,
@@ -307,9 +423,26 @@ pub(super) unsafe fn fold_map<Acc: Send, St: Sync, const N: usize>(
                 n,
             });
         }
-    };
+    }
+}
+
+/// `each` of every group (the elements of one index over `kept`), on one thread each, a range
+/// of kept indices per unit of work. The folds it runs group as [`fold`]'s do, so their
+/// results are [`fold`]'s bits.
+///
+/// # Safety
+/// As [`fold`], for `ops[1..]`; `ops[0]` is the output, seen at `shape`, whose elements `each`
+/// may write (a group's elements are no other group's).
+pub(super) unsafe fn groups<const N: usize>(
+    shape: &[usize],
+    kept: &[usize],
+    ops: [&Operand<'_>; N],
+    each: &(impl Fn(&GroupAt<'_, N>) + Sync),
+) {
+    let runs = Runs::new(shape, kept, &ops);
+    let (runs, ops) = (&runs, &ops);
     let pieces = parallel::pieces(runs.traffic);
     parallel::split(runs.results, pieces, 1, &|range: Range<usize>| {
-        range.for_each(unit)
+        range.for_each(|k| each(&GroupAt { runs, ops, k }))
     });
 }

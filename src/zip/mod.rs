@@ -33,17 +33,20 @@
 //! ```
 
 mod fold;
+mod group;
 mod indexed;
+mod run;
 
 use std::marker::PhantomData;
 
 pub use fold::KeptDims;
-use fold::{pairwise, LANES};
+pub use group::Group;
 pub use indexed::Indexed;
+use run::{Assign, Items};
 
 use ndarray::{Array, ArrayBase, ArrayRef, Data, DataMut, Dimension};
 
-use crate::engine::{self, Fresh, Operand, Src, SrcMut, ZipN, CHUNK};
+use crate::engine::{self, Fresh, Operand, Src, SrcMut, ZipN};
 use crate::error::{BroadcastError, Result};
 use crate::front::{check_out, out_dim};
 use crate::shape::{binary_shape, Dims};
@@ -407,157 +410,6 @@ pub(crate) fn kept_check(op: &'static str, shape: &[usize], kept: &[usize]) -> R
     Ok(kept.iter().map(|&d| shape[d]).collect())
 }
 
-/// One run of a fold ([`fold::fold`]), over operands `1..N` (operand 0 is ignored).
-pub(crate) trait RunFold<const N: usize>: Sync {
-    type Acc;
-    /// The `n` elements of a run (operand `k`'s from `ptrs[k]`, `s[k]` apart) folded in
-    /// [`LANES`] lanes from the fold's start, the lanes combined pairwise.
-    ///
-    /// # Safety
-    /// The run's elements are valid elements of each operand (a written one's handed out once).
-    unsafe fn run(&self, ptrs: [*mut u8; N], s: [isize; N], n: usize) -> Self::Acc;
-}
-
-/// A fold's start and functions over the parts `P`, and which operands are plain (may be
-/// copied into chunks).
-pub(crate) struct RunFolder<'r, Acc, F, C, P, const N: usize> {
-    init: &'r Acc,
-    fold: &'r F,
-    combine: &'r C,
-    plain: [bool; N],
-    _parts: PhantomData<fn() -> P>,
-}
-
-impl<'r, Acc, F, C, P, const N: usize> RunFolder<'r, Acc, F, C, P, N> {
-    /// A fold over `parts` (only their type is taken).
-    fn new(_: &P, init: &'r Acc, fold: &'r F, combine: &'r C, plain: [bool; N]) -> Self {
-        let _parts = PhantomData;
-        RunFolder {
-            init,
-            fold,
-            combine,
-            plain,
-            _parts,
-        }
-    }
-}
-
-/// Element `g` of a run into lane `g % LANES`, read through chunks (as the engine's kernel
-/// reads them) when every operand is unit-stride or plain.
-impl<Acc, F, C, P, const N: usize> RunFold<N> for RunFolder<'_, Acc, F, C, P, N>
-where
-    Acc: Clone + Sync,
-    P: engine::Parts<N>,
-    F: engine::ApplyWith<Acc, P::Items, Out = Acc> + Sync,
-    C: Fn(Acc, Acc) -> Acc + Sync,
-{
-    type Acc = Acc;
-    #[inline(always)]
-    unsafe fn run(&self, p: [*mut u8; N], s: [isize; N], n: usize) -> Acc {
-        let fold = self.fold;
-        let mut lanes: [Acc; LANES] = std::array::from_fn(|_| self.init.clone());
-        let chunked = (1..N).all(|k| s[k] == 1 || self.plain[k]);
-        let (mut bufs, ones) = (P::bufs(), [1; N]);
-        let mut at = 0;
-        // SAFETY: the run's `n` elements of each operand are valid, as the caller promised; a
-        // chunk is `m` of them, copied only for a plain operand.
-        unsafe {
-            while at < n {
-                let m = CHUNK.min(n - at);
-                if chunked {
-                    let q = P::chunks(&P::advance(&p, &s, at as isize), &s, m, at == 0, &mut bufs);
-                    let mut i = 0;
-                    while i + LANES <= m {
-                        for (j, l) in lanes.iter_mut().enumerate() {
-                            *l = fold.apply_with(l.clone(), P::at(&q, &ones, i + j));
-                        }
-                        i += LANES;
-                    }
-                    for (j, l) in lanes[..m - i].iter_mut().enumerate() {
-                        *l = fold.apply_with(l.clone(), P::at(&q, &ones, i + j));
-                    }
-                } else {
-                    for g in at..at + m {
-                        let l = &mut lanes[g % LANES];
-                        *l = fold.apply_with(l.clone(), P::at(&p, &s, g));
-                    }
-                }
-                at += m;
-            }
-        }
-        pairwise(&mut lanes, self.combine)
-    }
-}
-
-/// One run of a map after a fold ([`fold::fold_map`]): operand 0 the output.
-pub(crate) trait RunMap<const N: usize>: Sync {
-    type St;
-    /// `out[i] = map(st, elements at i)` for the `n` elements of a run (operand `k`'s from
-    /// `ptrs[k]`, `s[k]` apart; the output is operand 0).
-    ///
-    /// # Safety
-    /// The run's elements are valid, the output's initialised and this thread's alone, distinct
-    /// from the operands'.
-    unsafe fn map(&self, st: &Self::St, ptrs: [*mut u8; N], s: [isize; N], n: usize);
-}
-
-/// The types a [`RunMapper`] maps between, unowned.
-type Marker<St, R, P> = PhantomData<fn() -> (St, R, P)>;
-
-/// A map's function and which operands are plain.
-pub(crate) struct RunMapper<'r, St, R, Map, P, const N: usize> {
-    map: &'r Map,
-    plain: [bool; N],
-    _parts: Marker<St, R, P>,
-}
-
-impl<'r, St, R, Map, P, const N: usize> RunMapper<'r, St, R, Map, P, N> {
-    /// A map over `parts` (only their type is taken).
-    fn new(_: &P, map: &'r Map, plain: [bool; N]) -> Self {
-        let _parts = PhantomData;
-        RunMapper { map, plain, _parts }
-    }
-}
-
-/// The chunk loop is written out here and in [`RunFold`]'s `run`, not shared through a helper
-/// taking a closure: one closure deeper, the compiler does not inline the user's `map` into the
-/// AVX2 and FMA copy, and `math`'s `mul_add`s become libm calls (a softmax 20x slower;
-/// `docs/experiments.md`, "Fused loops").
-impl<St, R, Map, P, const N: usize> RunMap<N> for RunMapper<'_, St, R, Map, P, N>
-where
-    St: Sync,
-    P: engine::Parts<N>,
-    Map: for<'x> engine::ApplyWith<&'x St, P::Items, Out = R> + Sync,
-{
-    type St = St;
-    #[inline(always)]
-    unsafe fn map(&self, st: &St, p: [*mut u8; N], s: [isize; N], n: usize) {
-        let (map, o) = (self.map, p[0].cast::<R>());
-        let chunked = s[0] == 1 && (1..N).all(|k| s[k] == 1 || self.plain[k]);
-        let (mut bufs, ones) = (P::bufs(), [1; N]);
-        let mut at = 0;
-        // SAFETY: the run's `n` elements of each operand and of the output are valid, as the
-        // caller promised; a chunk is `m` of them, copied only for a plain operand.
-        unsafe {
-            while at < n {
-                let m = CHUNK.min(n - at);
-                if chunked {
-                    let q = P::chunks(&P::advance(&p, &s, at as isize), &s, m, at == 0, &mut bufs);
-                    let o = std::slice::from_raw_parts_mut(o.add(at), m);
-                    for (i, o) in o.iter_mut().enumerate() {
-                        *o = map.apply_with(st, P::at(&q, &ones, i));
-                    }
-                } else {
-                    for g in at..at + m {
-                        *o.offset(g as isize * s[0]) = map.apply_with(st, P::at(&p, &s, g));
-                    }
-                }
-                at += m;
-            }
-        }
-    }
-}
-
 /// The ways to run a zip of each operand count.
 macro_rules! run {
     ($($n:literal: ($($P:ident $p:ident $i:tt),+);)*) => {$(
@@ -678,7 +530,8 @@ macro_rules! run {
                 let parts = ($($p.place(&shape).map_err(|e| at($i, e))?,)+);
                 // Operand 0 is not read by a fold: the first part stands in for it.
                 let ops = [engine::Part::operand(&parts.0), $(engine::Part::operand(&parts.$i)),+];
-                let run = RunFolder::new(&parts, &init, &fold, &combine, ops.map(|o| o.plain));
+                let step = Items(fold);
+                let run = run::folder(&parts, (&init, &step, &combine), ops.map(|o| o.plain));
                 // SAFETY: the operands are placed at `shape`, `kept` checked; `run` reads the
                 // elements of its run only (and hands a written operand's out once each).
                 let out = unsafe { fold::fold(&shape, kept, ops, &combine, &run) };
@@ -741,11 +594,68 @@ macro_rules! run {
                 let parts = ($($p.place(&shape).map_err(|e| at($i, e))?,)+);
                 let written = Operand::output(out);
                 let ops = [&written, $(engine::Part::operand(&parts.$i)),+];
-                let run = RunFolder::new(&parts, &init, &fold, &combine, ops.map(|o| o.plain));
-                let mapper = RunMapper::new(&parts, &map, run.plain);
+                let (step, assign, plain) = (Items(fold), Assign(map), ops.map(|o| o.plain));
+                let run = run::folder(&parts, (&init, &step, &combine), plain);
+                let mapper = run::mapper(&parts, &assign, plain);
+                let each = |g: &fold::GroupAt<'_, _>| {
+                    // SAFETY: the fold reads the group's elements, the map writes its output's.
+                    unsafe {
+                        if let Some(acc) = g.fold(&run, &combine) {
+                            g.map(&mapper, &finish(acc));
+                        }
+                    }
+                };
                 // SAFETY: the operands are placed at `shape` (the output checked to be it),
-                // `kept` checked; the fold reads, `apply` writes each output element once.
-                unsafe { fold::fold_map(&shape, kept, ops, &combine, &run, &finish, &mapper) };
+                // `kept` checked; each group reads its elements and writes its output's.
+                unsafe { fold::groups(&shape, kept, ops, &each) };
+                Ok(())
+            }
+
+            /// `f` of each [`Group`]: the zip's elements of one index over `kept_dims` (a row,
+            /// for `[0]` of a matrix) with `out`'s at the same indices. The groups split over
+            /// Rayon's threads; each runs on one, its passes ([`Group::fold`],
+            /// [`Group::for_each`]) while its elements are in cache, as a hand-written row
+            /// loop runs: a softmax's maximum, `exp` written into `out` with its sum, then
+            /// the scale, reading the input from memory once and taking each `exp` once.
+            ///
+            /// ```
+            /// use ndarray::{array, Array2};
+            /// use xla_bcast::{math, prelude::*};
+            ///
+            /// let x = array![[1.0f32, 2.0, 3.0], [0.0, 0.0, 0.0]];
+            /// let mut out = Array2::zeros((2, 3));
+            /// StrictZip::from(&x).for_each_group_into(&mut out, [0], |g| {
+            ///     let max = g.fold(f32::MIN, |m, _, x| m.max(x), f32::max);
+            ///     let sum = g.fold(0.0, move |s, o, x| { *o = math::exp(x - max); s + *o }, |a, b| a + b);
+            ///     g.for_each(move |o, _| *o /= sum);
+            /// }).unwrap();
+            /// assert!((out[[1, 0]] - 1.0 / 3.0).abs() < 1e-6);
+            /// assert!((out.sum() - 2.0).abs() < 1e-5);
+            /// ```
+            ///
+            /// # Errors
+            /// As [`fold_map_assign_into`](StrictZip::fold_map_assign_into) (nothing runs).
+            pub fn for_each_group_into<K, R, O, G>(self, out: &mut ArrayRef<R, O>, kept_dims: K, f: G) -> Result<()>
+            where
+                $($P: sealed::ReadOnly,)+
+                K: KeptDims,
+                R: Send,
+                O: Dimension,
+                G: Fn(&mut Group<'a, '_, ($($P,)+), R, $n>) + Sync,
+            {
+                let shape = self.shape()?;
+                let kept = kept_dims.dims();
+                kept_check(OP, &shape, kept)?;
+                check_out(OP, &shape, out.shape())?;
+                let ($($p,)+) = self.parts;
+                let parts = ($($p.place(&shape).map_err(|e| at($i, e))?,)+);
+                let written = Operand::output(out);
+                let ops = [&written, $(engine::Part::operand(&parts.$i)),+];
+                let plain = ops.map(|o| o.plain);
+                let each = |g: &fold::GroupAt<'_, $n>| f(&mut Group::new(g, plain));
+                // SAFETY: the operands are placed at `shape` (the output checked to be it),
+                // `kept` checked; a group reads its elements and writes its output's.
+                unsafe { fold::groups(&shape, kept, ops, &each) };
                 Ok(())
             }
         }
