@@ -847,3 +847,45 @@ fn group_errors_and_panics() {
     }));
     assert!(r.is_err());
 }
+
+/// Folds keeping the last dim run its kept indices side by side; each gives the bits of the
+/// same fold one index at a time (the transposed view keeps its first dim): sums of `f32`,
+/// tuples, an operand broadcast along the kept dim, widths of a whole and a partial block.
+#[test]
+fn folds_side_by_side_give_each_index_bits() {
+    for (m, n) in [(3000, 1000), (37, 64), (5, 3), (1, 130)] {
+        let x = grid((m, n), 2);
+        let r = Array1::from_shape_fn(m, |i| (i % 7) as f32 * 0.25);
+        let side = StrictZip::from(&x)
+            .and_in_dims(&r, &[0])
+            .fold_in_dims(
+                [1],
+                (0f32, 0f32),
+                |(s, q), x, r| (s + x * r, q + x * x),
+                |a, b| (a.0 + b.0, a.1 + b.1),
+            )
+            .unwrap();
+        let one = StrictZip::from(&x.t())
+            .and_in_dims(&r, &[1])
+            .fold_in_dims(
+                [0],
+                (0f32, 0f32),
+                |(s, q), x, r| (s + x * r, q + x * x),
+                |a, b| (a.0 + b.0, a.1 + b.1),
+            )
+            .unwrap();
+        let bits = |a: &Array1<(f32, f32)>| a.mapv(|(s, q)| (s.to_bits(), q.to_bits()));
+        assert_eq!(bits(&side), bits(&one), "({m}, {n})");
+    }
+    let y = Array3::from_shape_fn((6, 50, 70), |(i, j, k)| {
+        ((i * 3 + j * 5 + k) % 19) as f32 - 9.0
+    });
+    let side = StrictZip::from(&y)
+        .fold_in_dims([0, 2], 0f32, |s, v| s + v, |a, b| a + b)
+        .unwrap();
+    let yt = y.view().permuted_axes([0, 2, 1]);
+    let one = StrictZip::from(&yt)
+        .fold_in_dims([0, 1], 0f32, |s, v| s + v, |a, b| a + b)
+        .unwrap();
+    assert_eq!(side.mapv(f32::to_bits), one.mapv(f32::to_bits));
+}

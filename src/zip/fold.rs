@@ -100,6 +100,24 @@ impl<R: RunFold<N>, const N: usize> Widest for Call<'_, R, N> {
     }
 }
 
+/// Runs side by side ([`RunFold::run_across`]), as [`widest`] runs them.
+struct Across<'r, R: RunFold<N>, const N: usize> {
+    run: &'r R,
+    ptrs: [*mut u8; N],
+    sa: ([isize; N], [isize; N]),
+    n: (usize, usize),
+    lanes: &'r mut Vec<R::Acc>,
+}
+
+impl<R: RunFold<N>, const N: usize> Widest for Across<'_, R, N> {
+    type Out = Vec<R::Acc>;
+    #[inline(always)]
+    fn run(self) -> Vec<R::Acc> {
+        // SAFETY: made by `fold` only, for runs of valid elements.
+        unsafe { self.run.run_across(self.ptrs, self.sa, self.n, self.lanes) }
+    }
+}
+
 /// One run of a map, as [`widest`] runs it.
 struct MapCall<'r, R: RunMap<N>, const N: usize> {
     mapper: &'r R,
@@ -131,7 +149,14 @@ struct Runs<'s, const N: usize> {
     runs: usize,
     group: usize,
     traffic: usize,
+    /// The last kept dim's size and each operand's stride along it, when it is the zip's last
+    /// dim, each operand's stride along it 1 or (a plain operand's) 0: its kept indices are
+    /// folded [`ACROSS`] side by side.
+    across: Option<(usize, [isize; N])>,
 }
+
+/// Kept indices folded side by side, along a last kept dim that is the zip's last ([`fold`]).
+const ACROSS: usize = 64;
 
 impl<'s, const N: usize> Runs<'s, N> {
     fn new(shape: &'s [usize], kept: &'s [usize], ops: &[&Operand<'_>; N]) -> Self {
@@ -147,7 +172,13 @@ impl<'s, const N: usize> Runs<'s, N> {
         } else {
             (n, runs)
         };
+        let last = shape.len().wrapping_sub(1);
+        let along: [isize; N] = std::array::from_fn(|k| ops[k].strides.get(last).map_or(0, |&a| a));
+        let read = |k: usize| along[k] == 1 || (along[k] == 0 && ops[k].plain);
+        let across = (kept.last() == Some(&last) && inner.is_some() && (1..N).all(read))
+            .then_some((shape[last], along));
         Runs {
+            across,
             shape,
             kept,
             strides: std::array::from_fn(|k| inner.map_or(0, |d| ops[k].strides[d])),
@@ -201,6 +232,41 @@ impl<'s, const N: usize> Runs<'s, N> {
     }
 }
 
+impl<const N: usize> Runs<'_, N> {
+    /// Block `b`'s runs of kept indices `k..k + width` (side by side along the last dim),
+    /// each index's folded and combined as [`block`](Runs::block) folds and combines them.
+    ///
+    /// # Safety
+    /// As [`fold`].
+    unsafe fn block_across<R: RunFold<N>>(
+        &self,
+        ops: &[&Operand<'_>; N],
+        (k, width, b): (usize, usize, usize),
+        run: &R,
+        combine: &impl Fn(R::Acc, R::Acc) -> R::Acc,
+        lanes: &mut Vec<R::Acc>,
+    ) -> Vec<Option<R::Acc>> {
+        let a = self.across.map_or([0; N], |(_, a)| a);
+        let mut acc: Vec<Option<R::Acc>> = (0..width).map(|_| None).collect();
+        for r in (b * self.group)..((b + 1) * self.group).min(self.runs) {
+            // SAFETY: as the caller promised.
+            let ptrs = unsafe { self.at(ops, k, r) };
+            let (sa, n, lanes) = ((self.strides, a), (self.n, width), &mut *lanes);
+            let runs = widest(Across {
+                run,
+                ptrs,
+                sa,
+                n,
+                lanes,
+            });
+            for (acc, v) in acc.iter_mut().zip(runs) {
+                *acc = join(acc.take(), Some(v), combine);
+            }
+        }
+        acc
+    }
+}
+
 /// `a` then `b`, combined where both are there.
 fn join<Acc>(a: Option<Acc>, b: Option<Acc>, combine: &impl Fn(Acc, Acc) -> Acc) -> Option<Acc> {
     match (a, b) {
@@ -227,18 +293,37 @@ pub(super) unsafe fn fold<Acc: Send, const N: usize>(
 ) -> Option<Vec<Acc>> {
     let runs = Runs::new(shape, kept, &ops);
     let blocks = runs.blocks();
-    let units = runs.results.checked_mul(blocks)?;
+    let slots_len = runs.results.checked_mul(blocks)?;
     let mut partial: Vec<Option<Acc>> = Vec::new();
-    partial.try_reserve_exact(units).ok()?;
-    partial.resize_with(units, || None);
+    partial.try_reserve_exact(slots_len).ok()?;
+    partial.resize_with(slots_len, || None);
     let slots = Shared(partial.as_mut_ptr().cast());
+    // A unit: a block of runs of one kept index, or of `ACROSS` side by side.
+    let (along, width) = runs
+        .across
+        .map_or((1, 1), |(n, _)| (n, ACROSS.min(n).max(1)));
+    let per_row = along.div_ceil(width);
+    let units = (runs.results / along.max(1)).checked_mul(per_row * blocks)?;
     let unit = |u: usize| {
         let slots: Shared = slots; // the wrapper, not its field: it is `Sync`
-                                   // SAFETY: as the caller promised.
-        let acc = unsafe { runs.block(&ops, (u / blocks, u % blocks), run, combine) };
-        // SAFETY: slot `u` of `partial` (`u < units`), written by this unit alone; the `None`
-        // it replaces needs no drop.
-        unsafe { slots.0.cast::<Option<Acc>>().add(u).write(acc) };
+        let (row, b) = (u / blocks, u % blocks);
+        let j = row % per_row * width;
+        let (k, width) = (row / per_row * along + j, width.min(along - j));
+        let write = |k: usize, acc: Option<Acc>| {
+            // SAFETY: slot `k * blocks + b` of `partial`, written by this unit alone; the
+            // `None` it replaces needs no drop.
+            unsafe { slots.0.cast::<Option<Acc>>().add(k * blocks + b).write(acc) };
+        };
+        if runs.across.is_none() {
+            // SAFETY: as the caller promised.
+            return write(k, unsafe { runs.block(&ops, (k, b), run, combine) });
+        }
+        let mut lanes = Vec::new();
+        // SAFETY: as the caller promised.
+        let accs = unsafe { runs.block_across(&ops, (k, width, b), run, combine, &mut lanes) };
+        for (j, acc) in accs.into_iter().enumerate() {
+            write(k + j, acc);
+        }
     };
     let pieces = parallel::pieces(runs.traffic);
     parallel::split(units, pieces, 1, &|range: Range<usize>| {

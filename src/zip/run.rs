@@ -125,6 +125,22 @@ pub(crate) trait RunFold<const N: usize>: Sync {
     /// The run's elements are valid elements of each operand (a written one's handed out once);
     /// operand 0's are valid and this thread's alone if the step uses them.
     unsafe fn run(&self, ptrs: [*mut u8; N], s: [isize; N], n: usize) -> Self::Acc;
+
+    /// `width` runs of `n` elements side by side, each folded as [`run`](RunFold::run) folds
+    /// it (run `j`'s elements of operand `k` from `ptrs[k] + j * a[k]`): element `g` of every
+    /// run into its lane `g % LANES` (lane `l` of run `j` at `lanes[l * width + j]`, so that
+    /// the runs' folds vectorise across them); gives each run's lanes combined pairwise.
+    ///
+    /// # Safety
+    /// As [`run`](RunFold::run), for each of the runs; `width <= CHUNK`, each stride in `a` 0
+    /// or 1, and an operand read with stride 0 plain.
+    unsafe fn run_across(
+        &self,
+        ptrs: [*mut u8; N],
+        strides: ([isize; N], [isize; N]),
+        runs: (usize, usize),
+        lanes: &mut Vec<Self::Acc>,
+    ) -> Vec<Self::Acc>;
 }
 
 /// A fold's start, step and combining function over the parts `P`, and which operands are
@@ -200,6 +216,38 @@ where
             }
             pairwise(&mut lanes, self.combine)
         }
+    }
+
+    #[inline(always)]
+    unsafe fn run_across(
+        &self,
+        p: [*mut u8; N],
+        (s, a): ([isize; N], [isize; N]),
+        (n, width): (usize, usize),
+        lanes: &mut Vec<Acc>,
+    ) -> Vec<Acc> {
+        let (fold, size) = (self.fold, F::SIZE as isize);
+        let (mut bufs, ones) = (P::bufs(), [1; N]);
+        lanes.clear();
+        lanes.resize(LANES * width, self.init.clone());
+        for g in 0..n {
+            // SAFETY: element `g` of each run, as the caller promised; the `width` elements
+            // across (strides 0 or 1) as a unit-stride chunk, a broadcast one copied.
+            let row =
+                unsafe { P::chunks(&P::advance(&p, &s, g as isize), &a, width, true, &mut bufs) };
+            let l = (g % LANES) * width;
+            for (j, acc) in lanes[l..l + width].iter_mut().enumerate() {
+                let o = p[0].wrapping_offset((g as isize * s[0] + j as isize * a[0]) * size);
+                // SAFETY: as above.
+                *acc = unsafe { fold.step(acc.clone(), o, P::at(&row, &ones, j)) };
+            }
+        }
+        (0..width)
+            .map(|j| {
+                let mut each: [Acc; LANES] = std::array::from_fn(|l| lanes[l * width + j].clone());
+                pairwise(&mut each, self.combine)
+            })
+            .collect()
     }
 }
 
