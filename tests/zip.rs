@@ -317,8 +317,8 @@ fn folds_into_kept_dims_match_plain_loops() {
 #[test]
 #[cfg(feature = "rayon")]
 fn float_folds_are_the_same_on_one_thread_and_two() {
-    let x = grid((3000, 1000), 9);
-    let m = Array1::from_shape_fn(3000, |i| (i % 13) as f32 * 0.1);
+    let x = grid((1200, 700), 9);
+    let m = Array1::from_shape_fn(1200, |i| (i % 13) as f32 * 0.1);
     let run = |kept: &[usize]| {
         StrictZip::from(&x)
             .and_in_dims(&m, &[0])
@@ -776,7 +776,7 @@ fn groups_fold_and_write_their_elements() {
 #[test]
 #[cfg(feature = "rayon")]
 fn groups_are_the_same_on_one_thread_and_two() {
-    let x = grid((2000, 700), 3);
+    let x = grid((800, 500), 3);
     let run = || {
         let mut out = Array2::<f32>::zeros(x.raw_dim());
         StrictZip::from(&x)
@@ -853,7 +853,7 @@ fn group_errors_and_panics() {
 /// tuples, an operand broadcast along the kept dim, widths of a whole and a partial block.
 #[test]
 fn folds_side_by_side_give_each_index_bits() {
-    for (m, n) in [(3000, 1000), (37, 64), (5, 3), (1, 130)] {
+    for (m, n) in [(1000, 700), (37, 64), (5, 3), (1, 130)] {
         let x = grid((m, n), 2);
         let r = Array1::from_shape_fn(m, |i| (i % 7) as f32 * 0.25);
         let side = StrictZip::from(&x)
