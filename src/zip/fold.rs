@@ -121,7 +121,6 @@ impl<R: RunFold<N>, const N: usize> Widest for Across<'_, R, N> {
 /// One run of a map, as [`widest`] runs it.
 struct MapCall<'r, R: RunMap<N>, const N: usize> {
     mapper: &'r R,
-    st: &'r R::St,
     ptrs: [*mut u8; N],
     s: [isize; N],
     n: usize,
@@ -131,8 +130,8 @@ impl<R: RunMap<N>, const N: usize> Widest for MapCall<'_, R, N> {
     type Out = ();
     #[inline(always)]
     fn run(self) {
-        // SAFETY: made by `fold_map` only, for a run of valid elements.
-        unsafe { self.mapper.map(self.st, self.ptrs, self.s, self.n) }
+        // SAFETY: made by `GroupAt::map` only, for a run of valid elements.
+        unsafe { self.mapper.map(self.ptrs, self.s, self.n) }
     }
 }
 
@@ -487,11 +486,11 @@ impl<const N: usize> GroupAt<'_, N> {
         blocks.fold(None, |a, b| join(a, b, combine))
     }
 
-    /// [`RunMap`] of `st` over each of the group's runs.
+    /// [`RunMap`] over each of the group's runs.
     ///
     /// # Safety
     /// As [`groups`]: the map writes operand 0's elements, reads the others'.
-    pub(super) unsafe fn map<R: RunMap<N>>(&self, mapper: &R, st: &R::St) {
+    pub(super) unsafe fn map<R: RunMap<N>>(&self, mapper: &R) {
         let runs = self.runs;
         for r in (0..runs.runs).filter(|_| runs.n > 0) {
             // SAFETY: as the caller promised.
@@ -500,13 +499,7 @@ impl<const N: usize> GroupAt<'_, N> {
                 runs.strides,
                 runs.n,
             );
-            widest(MapCall {
-                mapper,
-                st,
-                ptrs,
-                s,
-                n,
-            });
+            widest(MapCall { mapper, ptrs, s, n });
         }
     }
 }

@@ -100,9 +100,9 @@ macro_rules! group {
                 F: Fn(&mut R, $($P::Item),+) + Sync,
             {
                 let step = Update(f);
-                let mapper = RunMapper::<(), R, _, ($($P::Part<'a>,)+), $n>::new(&step, self.plain);
+                let mapper = RunMapper::<R, _, ($($P::Part<'a>,)+), $n>::new(&step, self.plain);
                 // SAFETY: as in `fold`.
-                unsafe { self.at.map(&mapper, &()) };
+                unsafe { self.at.map(&mapper) };
             }
         }
     )*};

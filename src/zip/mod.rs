@@ -42,7 +42,7 @@ use std::marker::PhantomData;
 pub use fold::KeptDims;
 pub use group::Group;
 pub use indexed::Indexed;
-use run::{Assign, Items};
+use run::Items;
 
 use ndarray::{Array, ArrayBase, ArrayRef, Data, DataMut, Dimension};
 
@@ -586,29 +586,12 @@ macro_rules! run {
                 Fin: Fn(Acc) -> St + Sync,
                 Map: Fn(&St, $($P::Item),+) -> R + Sync,
             {
-                let shape = self.shape()?;
-                let kept = kept_dims.dims();
-                kept_check(OP, &shape, kept)?;
-                check_out(OP, &shape, out.shape())?;
-                let ($($p,)+) = self.parts;
-                let parts = ($($p.place(&shape).map_err(|e| at($i, e))?,)+);
-                let written = Operand::output(out);
-                let ops = [&written, $(engine::Part::operand(&parts.$i)),+];
-                let (step, assign, plain) = (Items(fold), Assign(map), ops.map(|o| o.plain));
-                let run = run::folder(&parts, (&init, &step, &combine), plain);
-                let mapper = run::mapper(&parts, &assign, plain);
-                let each = |g: &fold::GroupAt<'_, _>| {
-                    // SAFETY: the fold reads the group's elements, the map writes its output's.
-                    unsafe {
-                        if let Some(acc) = g.fold(&run, &combine) {
-                            g.map(&mapper, &finish(acc));
-                        }
-                    }
-                };
-                // SAFETY: the operands are placed at `shape` (the output checked to be it),
-                // `kept` checked; each group reads its elements and writes its output's.
-                unsafe { fold::groups(&shape, kept, ops, &each) };
-                Ok(())
+                let (fold, combine, map) = (&fold, &combine, &map);
+                self.for_each_group_into(out, kept_dims, |g| {
+                    let acc = g.fold(init.clone(), move |acc, _, $($p),+| fold(acc, $($p),+), combine);
+                    let st = finish(acc);
+                    g.for_each(move |o, $($p),+| *o = map(&st, $($p),+));
+                })
             }
 
             /// `f` of each [`Group`]: the zip's elements of one index over `kept_dims` (a row,

@@ -50,19 +50,12 @@ where
 }
 
 /// One element's step of a map into operand 0: its element `o` and the operands' items.
-pub(crate) trait MapStep<St, R, Items>: Sync {
-    fn step(&self, st: &St, o: &mut R, items: Items);
+pub(crate) trait MapStep<R, Items>: Sync {
+    fn step(&self, o: &mut R, items: Items);
 }
 
-/// `*o = f(st, items...)`.
-pub(crate) struct Assign<F>(pub F);
-
-impl<St, R, I, F: for<'x> ApplyWith<&'x St, I, Out = R> + Sync> MapStep<St, R, I> for Assign<F> {
-    #[inline(always)]
-    fn step(&self, st: &St, o: &mut R, items: I) {
-        *o = self.0.apply_with(st, items);
-    }
-}
+/// `f(&mut o, items...)`: a group's `for_each`.
+pub(crate) struct Update<F>(pub F);
 
 /// `f(x, o, items...)`: a fold step's call of the user's closure.
 pub(crate) trait ApplyOut<X, O, Items> {
@@ -70,8 +63,8 @@ pub(crate) trait ApplyOut<X, O, Items> {
     fn apply_out(&self, x: X, o: O, items: Items) -> Self::Out;
 }
 
-/// [`ApplyOut`] for each tuple size.
-macro_rules! apply_out {
+/// [`ApplyOut`] of a closure, and [`MapStep`] of [`Update`], for each tuple size.
+macro_rules! steps {
     ($(($($P:ident $p:ident),+);)*) => {$(
         impl<F: Fn(X, O, $($P),+) -> T, X, O, T, $($P),+> ApplyOut<X, O, ($($P,)+)> for F {
             type Out = T;
@@ -80,32 +73,15 @@ macro_rules! apply_out {
                 self(x, o, $($p),+)
             }
         }
-    )*};
-}
-apply_out! {
-    (P1 p1);
-    (P1 p1, P2 p2);
-    (P1 p1, P2 p2, P3 p3);
-    (P1 p1, P2 p2, P3 p3, P4 p4);
-    (P1 p1, P2 p2, P3 p3, P4 p4, P5 p5);
-    (P1 p1, P2 p2, P3 p3, P4 p4, P5 p5, P6 p6);
-}
-
-/// `f(&mut o, items...)`: a group's `for_each`.
-pub(crate) struct Update<F>(pub F);
-
-/// [`MapStep`] of [`Update`] for each tuple size.
-macro_rules! update {
-    ($(($($P:ident $p:ident),+);)*) => {$(
-        impl<F: Fn(&mut R, $($P),+) + Sync, R, $($P),+> MapStep<(), R, ($($P,)+)> for Update<F> {
+        impl<F: Fn(&mut R, $($P),+) + Sync, R, $($P),+> MapStep<R, ($($P,)+)> for Update<F> {
             #[inline(always)]
-            fn step(&self, _: &(), o: &mut R, ($($p,)+): ($($P,)+)) {
+            fn step(&self, o: &mut R, ($($p,)+): ($($P,)+)) {
                 (self.0)(o, $($p),+)
             }
         }
     )*};
 }
-update! {
+steps! {
     (P1 p1);
     (P1 p1, P2 p2);
     (P1 p1, P2 p2, P3 p3);
@@ -253,27 +229,26 @@ where
 
 /// One run of a map into operand 0 (a group's `for_each`, or the map after a fold).
 pub(crate) trait RunMap<const N: usize>: Sync {
-    type St;
-    /// The step of `st` and the elements at `i` for the `n` elements of a run (operand `k`'s
-    /// from `ptrs[k]`, `s[k]` apart; the output is operand 0).
+    /// The step of the elements at `i` for the `n` elements of a run (operand `k`'s from
+    /// `ptrs[k]`, `s[k]` apart; the output is operand 0).
     ///
     /// # Safety
     /// The run's elements are valid, the output's initialised and this thread's alone, distinct
     /// from the operands'.
-    unsafe fn map(&self, st: &Self::St, ptrs: [*mut u8; N], s: [isize; N], n: usize);
+    unsafe fn map(&self, ptrs: [*mut u8; N], s: [isize; N], n: usize);
 }
 
 /// The types a [`RunMapper`] maps between, unowned.
-type Marker<St, R, P> = PhantomData<fn() -> (St, R, P)>;
+type Marker<R, P> = PhantomData<fn() -> (R, P)>;
 
 /// A map's step and which operands are plain.
-pub(crate) struct RunMapper<'r, St, R, Map, P, const N: usize> {
+pub(crate) struct RunMapper<'r, R, Map, P, const N: usize> {
     map: &'r Map,
     plain: [bool; N],
-    _parts: Marker<St, R, P>,
+    _parts: Marker<R, P>,
 }
 
-impl<'r, St, R, Map, P, const N: usize> RunMapper<'r, St, R, Map, P, N> {
+impl<'r, R, Map, P, const N: usize> RunMapper<'r, R, Map, P, N> {
     /// A map over parts `P`.
     pub(crate) fn new(map: &'r Map, plain: [bool; N]) -> Self {
         let _parts = PhantomData;
@@ -281,15 +256,13 @@ impl<'r, St, R, Map, P, const N: usize> RunMapper<'r, St, R, Map, P, N> {
     }
 }
 
-impl<St, R, Map, P, const N: usize> RunMap<N> for RunMapper<'_, St, R, Map, P, N>
+impl<R, Map, P, const N: usize> RunMap<N> for RunMapper<'_, R, Map, P, N>
 where
-    St: Sync,
     P: engine::Parts<N>,
-    Map: MapStep<St, R, P::Items>,
+    Map: MapStep<R, P::Items>,
 {
-    type St = St;
     #[inline(always)]
-    unsafe fn map(&self, st: &St, p: [*mut u8; N], s: [isize; N], n: usize) {
+    unsafe fn map(&self, p: [*mut u8; N], s: [isize; N], n: usize) {
         let (map, o) = (self.map, p[0].cast::<R>());
         let chunked = s[0] == 1 && (1..N).all(|k| s[k] == 1 || self.plain[k]);
         let (mut bufs, ones) = (P::bufs(), [1; N]);
@@ -303,11 +276,11 @@ where
                     let q = P::chunks(&P::advance(&p, &s, at as isize), &s, m, at == 0, &mut bufs);
                     let o = std::slice::from_raw_parts_mut(o.add(at), m);
                     for (i, o) in o.iter_mut().enumerate() {
-                        map.step(st, o, P::at(&q, &ones, i));
+                        map.step(o, P::at(&q, &ones, i));
                     }
                 } else {
                     for g in at..at + m {
-                        map.step(st, &mut *o.offset(g as isize * s[0]), P::at(&p, &s, g));
+                        map.step(&mut *o.offset(g as isize * s[0]), P::at(&p, &s, g));
                     }
                 }
                 at += m;
@@ -323,13 +296,4 @@ pub(crate) fn folder<'r, Acc, F, C, P, const N: usize>(
     plain: [bool; N],
 ) -> RunFolder<'r, Acc, F, C, P, N> {
     RunFolder::new(fns, plain)
-}
-
-/// A [`RunMapper`] over the type of `parts`.
-pub(crate) fn mapper<'r, St, R, Map, P, const N: usize>(
-    _: &P,
-    map: &'r Map,
-    plain: [bool; N],
-) -> RunMapper<'r, St, R, Map, P, N> {
-    RunMapper::new(map, plain)
 }
