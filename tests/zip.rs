@@ -579,6 +579,7 @@ fn fold_lanes_hold_accumulators_of_every_layout() {
             }};
         }
         check!(0f32, |s, v| s + v as f32, |a, b| a + b);
+        check!((), |(), _| (), |(), ()| ());
         check!(
             (0f64, 0f64),
             |(s, q), v| (s + v as f64, q + (v * v) as f64),
