@@ -361,9 +361,13 @@ impl<Acc> Lanes<Acc> {
         }
     };
 
-    /// A bitwise copy of lane `j`'s accumulator (`j < LANES`).
+    /// A bitwise copy of lane `j`'s accumulator.
+    ///
+    /// # Panics
+    /// If `j >= LANES` (never: lane numbers are constants or `g % LANES`; the check folds away).
     #[inline(always)]
     fn peek(&self, j: usize) -> ManuallyDrop<Acc> {
+        assert!(j < LANES, "lane {j} of {LANES}");
         let (a, k) = Self::WORDS;
         let mut acc = MaybeUninit::<Acc>::uninit();
         let (from, to) = (
@@ -387,6 +391,7 @@ impl<Acc> Lanes<Acc> {
     /// Lane `j`'s old value was moved out or dropped, or was never written.
     #[inline(always)]
     unsafe fn write(&mut self, j: usize, acc: Acc) {
+        assert!(j < LANES, "lane {j} of {LANES}");
         let (a, k) = Self::WORDS;
         let acc = ManuallyDrop::new(acc);
         let (from, to) = (
