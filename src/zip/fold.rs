@@ -148,10 +148,10 @@ struct Runs<'s, const N: usize> {
     runs: usize,
     group: usize,
     traffic: usize,
-    /// The last kept dim's size and each operand's stride along it, when it is the zip's last
-    /// dim, each operand's stride along it 1 or (a plain operand's) 0: its kept indices are
-    /// folded [`ACROSS`] side by side.
-    across: Option<(usize, [isize; N])>,
+    /// Each operand's stride along the last kept dim, when it is the zip's last dim and each
+    /// stride is 1 or (a plain operand's) 0: its kept indices are folded [`ACROSS`] side by
+    /// side.
+    across: Option<[isize; N]>,
 }
 
 /// Kept indices folded side by side, along a last kept dim that is the zip's last ([`fold`]).
@@ -174,8 +174,8 @@ impl<'s, const N: usize> Runs<'s, N> {
         let last = shape.len().wrapping_sub(1);
         let along: [isize; N] = std::array::from_fn(|k| ops[k].strides.get(last).map_or(0, |&a| a));
         let read = |k: usize| along[k] == 1 || (along[k] == 0 && ops[k].plain);
-        let across = (kept.last() == Some(&last) && inner.is_some() && (1..N).all(read))
-            .then_some((shape[last], along));
+        let across =
+            (kept.last() == Some(&last) && inner.is_some() && (1..N).all(read)).then_some(along);
         Runs {
             across,
             shape,
@@ -245,7 +245,7 @@ impl<const N: usize> Runs<'_, N> {
         combine: &impl Fn(R::Acc, R::Acc) -> R::Acc,
         lanes: &mut Vec<R::Acc>,
     ) -> Vec<Option<R::Acc>> {
-        let a = self.across.map_or([0; N], |(_, a)| a);
+        let a = self.across.unwrap_or([0; N]);
         let mut acc: Vec<Option<R::Acc>> = (0..width).map(|_| None).collect();
         for r in (b * self.group)..((b + 1) * self.group).min(self.runs) {
             // SAFETY: as the caller promised.
@@ -298,9 +298,8 @@ pub(super) unsafe fn fold<Acc: Send, const N: usize>(
     partial.resize_with(slots_len, || None);
     let slots = Shared(partial.as_mut_ptr().cast());
     // A unit: a block of runs of one kept index, or of `ACROSS` side by side.
-    let (along, width) = runs
-        .across
-        .map_or((1, 1), |(n, _)| (n, ACROSS.min(n).max(1)));
+    let along = runs.across.map_or(1, |_| shape[shape.len() - 1]);
+    let width = ACROSS.min(along).max(1);
     let per_row = along.div_ceil(width);
     let units = (runs.results / along.max(1)).checked_mul(per_row * blocks)?;
     let unit = |u: usize| {
