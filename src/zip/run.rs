@@ -147,8 +147,8 @@ impl<'r, Acc, F, C, P, const N: usize> RunFolder<'r, Acc, F, C, P, N> {
 /// chunks (as the engine's kernel reads them) when every operand is unit-stride or plain, into
 /// lanes stored across ([`Lanes`]); the rest (a last partial group, a run of other strides)
 /// one at a time into the lanes as an array. The stored lanes see constant lane numbers only:
-/// one access at a computed lane keeps them in memory and the fold scalar (a pair of sums
-/// 0.5 -> 2-3.5 ms over `(4096, 1024)`).
+/// one access at a computed lane keeps them in memory and the fold scalar (the trial log's
+/// "Fused loops, second round").
 impl<Acc, F, C, P, const N: usize> RunFold<N> for RunFolder<'_, Acc, F, C, P, N>
 where
     Acc: Clone + Sync,
