@@ -64,25 +64,6 @@ impl KeptDims for &[usize] {
     }
 }
 
-/// The element offsets of multi-index number `i` (row-major over `dims` of `shape`) in each
-/// operand.
-fn offsets<const M: usize>(
-    mut i: usize,
-    dims: &[usize],
-    shape: &[usize],
-    ops: &[&Operand<'_>; M],
-) -> [isize; M] {
-    let mut off = [0; M];
-    for &d in dims.iter().rev() {
-        let x = (i % shape[d]) as isize;
-        i /= shape[d];
-        for (o, op) in off.iter_mut().zip(ops) {
-            *o += x * op.strides[d];
-        }
-    }
-    off
-}
-
 /// One run of `R`, as [`widest`] runs it.
 struct Call<'r, R, const N: usize> {
     run: &'r R,
@@ -140,6 +121,9 @@ impl<R: RunMap<N>, const N: usize> Widest for MapCall<'_, R, N> {
 /// blocks of `group` runs. Every grouping is a function of the shapes alone.
 struct Runs<'s, const N: usize> {
     shape: &'s [usize],
+    /// Each operand's first element, and its strides along each dim in bytes.
+    ptrs: [Shared; N],
+    by_dim: Vec<[isize; N]>,
     kept: &'s [usize],
     outer: Vec<usize>,
     n: usize,
@@ -178,6 +162,11 @@ impl<'s, const N: usize> Runs<'s, N> {
             (kept.last() == Some(&last) && inner.is_some() && (1..N).all(read)).then_some(along);
         Runs {
             across,
+            // SAFETY: offset 0 of each operand.
+            ptrs: ops.map(|o| Shared(unsafe { o.at(0) })),
+            by_dim: (0..shape.len())
+                .map(|d| ops.map(|o| o.strides[d] * o.size as isize))
+                .collect(),
             shape,
             kept,
             strides: std::array::from_fn(|k| inner.map_or(0, |d| ops[k].strides[d])),
@@ -195,32 +184,55 @@ impl<'s, const N: usize> Runs<'s, N> {
         self.runs.div_ceil(self.group)
     }
 
-    /// The operands' elements at kept index `k`, run `r`.
-    ///
-    /// # Safety
-    /// The operands are seen at the shape.
-    unsafe fn at(&self, ops: &[&Operand<'_>; N], k: usize, r: usize) -> [*mut u8; N] {
-        let base = offsets(k, self.kept, self.shape, ops);
-        let off = offsets(r, &self.outer, self.shape, ops);
-        // SAFETY: the offsets of an index of the shape, an element of each operand.
-        std::array::from_fn(|q| unsafe { ops[q].at(base[q] + off[q]) })
+    /// The operands' byte offsets at multi-index number `i` (row-major over `dims`).
+    fn offsets(&self, mut i: usize, dims: &[usize]) -> [isize; N] {
+        let mut off = [0; N];
+        for &d in dims.iter().rev() {
+            let (x, s) = ((i % self.shape[d]) as isize, &self.by_dim[d]);
+            i /= self.shape[d];
+            for q in 0..N {
+                off[q] += x * s[q];
+            }
+        }
+        off
     }
 
-    /// Block `b`'s runs of kept index `k` folded, their results combined in order.
+    /// The operands' byte offsets at kept index `k`.
+    fn base(&self, k: usize) -> [isize; N] {
+        self.offsets(k, self.kept)
+    }
+
+    /// The operands' elements at run `r` of the kept index at offsets `base`.
+    ///
+    /// # Safety
+    /// The operands are seen at the shape; `base` is a kept index's ([`base`](Runs::base)).
+    #[inline(always)]
+    unsafe fn at(&self, base: &[isize; N], r: usize) -> [*mut u8; N] {
+        // A kept index of one run (a group's usual case) needs no run offsets.
+        let off = if self.runs == 1 {
+            [0; N]
+        } else {
+            self.offsets(r, &self.outer)
+        };
+        // SAFETY: the offsets of an index of the shape, an element of each operand.
+        std::array::from_fn(|q| unsafe { self.ptrs[q].0.offset(base[q] + off[q]) })
+    }
+
+    /// Block `b`'s runs of the kept index at offsets `base` folded, their results combined in
+    /// order.
     ///
     /// # Safety
     /// As [`fold`].
     unsafe fn block<R: RunFold<N>>(
         &self,
-        ops: &[&Operand<'_>; N],
-        (k, b): (usize, usize),
+        (base, b): (&[isize; N], usize),
         run: &R,
         combine: &impl Fn(R::Acc, R::Acc) -> R::Acc,
     ) -> Option<R::Acc> {
         let mut acc = None;
         for r in (b * self.group)..((b + 1) * self.group).min(self.runs) {
             // SAFETY: as the caller promised.
-            let (ptrs, s, n) = (unsafe { self.at(ops, k, r) }, self.strides, self.n);
+            let (ptrs, s, n) = (unsafe { self.at(base, r) }, self.strides, self.n);
             let v = widest(Call { run, ptrs, s, n });
             acc = Some(match acc {
                 None => v,
@@ -239,7 +251,6 @@ impl<const N: usize> Runs<'_, N> {
     /// As [`fold`].
     unsafe fn block_across<R: RunFold<N>>(
         &self,
-        ops: &[&Operand<'_>; N],
         (k, width, b): (usize, usize, usize),
         run: &R,
         combine: &impl Fn(R::Acc, R::Acc) -> R::Acc,
@@ -247,9 +258,10 @@ impl<const N: usize> Runs<'_, N> {
     ) -> Vec<Option<R::Acc>> {
         let a = self.across.unwrap_or([0; N]);
         let mut acc: Vec<Option<R::Acc>> = (0..width).map(|_| None).collect();
+        let base = self.base(k);
         for r in (b * self.group)..((b + 1) * self.group).min(self.runs) {
             // SAFETY: as the caller promised.
-            let ptrs = unsafe { self.at(ops, k, r) };
+            let ptrs = unsafe { self.at(&base, r) };
             let (sa, n, lanes) = ((self.strides, a), (self.n, width), &mut *lanes);
             let runs = widest(Across {
                 run,
@@ -314,11 +326,11 @@ pub(super) unsafe fn fold<Acc: Send, const N: usize>(
         };
         if runs.across.is_none() {
             // SAFETY: as the caller promised.
-            return write(k, unsafe { runs.block(&ops, (k, b), run, combine) });
+            return write(k, unsafe { runs.block((&runs.base(k), b), run, combine) });
         }
         let mut lanes = Vec::new();
         // SAFETY: as the caller promised.
-        let accs = unsafe { runs.block_across(&ops, (k, width, b), run, combine, &mut lanes) };
+        let accs = unsafe { runs.block_across((k, width, b), run, combine, &mut lanes) };
         for (j, acc) in accs.into_iter().enumerate() {
             write(k + j, acc);
         }
@@ -469,8 +481,8 @@ pub(super) fn pairwise<Acc: Clone>(
 /// this thread, while they are in cache ([`groups`]).
 pub(super) struct GroupAt<'g, const N: usize> {
     runs: &'g Runs<'g, N>,
-    ops: &'g [&'g Operand<'g>; N],
-    k: usize,
+    /// The operands' byte offsets at the group's kept index.
+    base: [isize; N],
 }
 
 impl<const N: usize> GroupAt<'_, N> {
@@ -484,9 +496,14 @@ impl<const N: usize> GroupAt<'_, N> {
         run: &R,
         combine: &impl Fn(R::Acc, R::Acc) -> R::Acc,
     ) -> Option<R::Acc> {
-        let (runs, ops, k) = (self.runs, self.ops, self.k);
+        let (runs, base) = (self.runs, &self.base);
+        if runs.runs == 1 {
+            // SAFETY: as the caller promised.
+            let (ptrs, s, n) = (unsafe { runs.at(base, 0) }, runs.strides, runs.n);
+            return Some(widest(Call { run, ptrs, s, n }));
+        }
         // SAFETY: as the caller promised.
-        let blocks = (0..runs.blocks()).map(|b| unsafe { runs.block(ops, (k, b), run, combine) });
+        let blocks = (0..runs.blocks()).map(|b| unsafe { runs.block((base, b), run, combine) });
         blocks.fold(None, |a, b| join(a, b, combine))
     }
 
@@ -498,11 +515,7 @@ impl<const N: usize> GroupAt<'_, N> {
         let runs = self.runs;
         for r in (0..runs.runs).filter(|_| runs.n > 0) {
             // SAFETY: as the caller promised.
-            let (ptrs, s, n) = (
-                unsafe { runs.at(self.ops, self.k, r) },
-                runs.strides,
-                runs.n,
-            );
+            let (ptrs, s, n) = (unsafe { runs.at(&self.base, r) }, runs.strides, runs.n);
             widest(MapCall { mapper, ptrs, s, n });
         }
     }
@@ -522,9 +535,12 @@ pub(super) unsafe fn groups<const N: usize>(
     each: &(impl Fn(&GroupAt<'_, N>) + Sync),
 ) {
     let runs = Runs::new(shape, kept, &ops);
-    let (runs, ops) = (&runs, &ops);
+    let runs = &runs;
     let pieces = parallel::pieces(runs.traffic);
     parallel::split(runs.results, pieces, 1, &|range: Range<usize>| {
-        range.for_each(|k| each(&GroupAt { runs, ops, k }))
+        range.for_each(|k| {
+            let base = runs.base(k);
+            each(&GroupAt { runs, base })
+        })
     });
 }
