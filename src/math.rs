@@ -25,7 +25,7 @@
 //! slice vectorises: rounding to an integer is the add-and-subtract of 1.5 * 2^(mantissa
 //! bits), powers of two are built in the exponent bits, and integers stay in floats. The range
 //! reductions and the series are fused multiply-adds (`mul_add`, rounded once): one
-//! instruction in the kernels' AVX2 and AVX-512 copies, the platform's `fma` in the baseline
+//! instruction in the kernels' AVX2 and FMA copies, the platform's `fma` in the baseline
 //! copy, the same bits in each. The accuracy of each,
 //! measured over many inputs per type, is in the README's element semantics and tested in
 //! `tests/stablehlo_math.rs`.

@@ -310,6 +310,16 @@ fn folds_into_kept_dims_match_plain_loops() {
         .fold_in_dims([1], 0u64, |s, v| s + v, |a, b| a + b)
         .unwrap();
     assert_eq!(rows, y.sum_axis(Axis(1)));
+    // Reversed dims (negative strides) fold as their copy does, order-sensitive fold included.
+    let r = x.slice(s![..;-1, .., ..;-1]);
+    for kept in [&[0usize][..], &[1], &[2], &[2, 0]] {
+        let fold = |v: ndarray::ArrayView3<i64>| {
+            StrictZip::from(&v)
+                .fold_in_dims(kept, 1i64, |s, x| s.wrapping_mul(3) + x, i64::wrapping_mul)
+                .unwrap()
+        };
+        assert_eq!(fold(r), fold(r.to_owned().view()), "kept {kept:?}");
+    }
 }
 
 /// A float fold's bits depend on the shapes only: one thread and two give the same, for
@@ -771,6 +781,25 @@ fn groups_fold_and_write_their_elements() {
         let min = y.slice(s![i, .., k]).iter().copied().min().unwrap();
         assert_eq!(o[[i, j, k]], v - min + j as i32);
     }
+    // A reversed input and a reversed output (negative strides): the copies' results.
+    let rev = y.slice(s![..;-1, .., ..;-1]);
+    let (mut o1, mut o2) = (
+        Array3::<i32>::zeros(y.raw_dim()),
+        Array3::<i32>::zeros(y.raw_dim()),
+    );
+    let group = |x: ndarray::ArrayView3<i32>, o: &mut ndarray::ArrayViewMut3<i32>| {
+        StrictZip::from(&x)
+            .for_each_group_into(o, [0, 2], |g| {
+                let sum = g.fold(0, |s, _, y| s * 3 + y, |a, b| a * 3 + b);
+                g.for_each(move |o, y| *o = y * 2 + sum);
+            })
+            .unwrap()
+    };
+    group(rev, &mut o1.slice_mut(s![.., ..;-1, ..]));
+    let mut o2r = o2.slice_mut(s![.., ..;-1, ..]).to_owned();
+    group(rev.to_owned().view(), &mut o2r.view_mut());
+    o2.slice_mut(s![.., ..;-1, ..]).assign(&o2r);
+    assert_eq!(o1, o2);
 }
 
 /// A group's folds depend on the shapes only: one thread and two give the same bits.

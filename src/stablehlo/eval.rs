@@ -562,9 +562,9 @@ mod tests {
         check!(Exp, Expm1, Log, Log1p, Logistic, Tanh, Rsqrt, Sin, Cos, Tan);
     }
 
-    /// The float folds (`Kernels::fold`: AVX-512 copies, maxima and minima by keys) give the
-    /// baseline loop's bits (a NaN where it gives a NaN): rows of sums, maxima and minima of several lengths (a vector's
-    /// worth and less, tails) with NaNs of several payloads and signs (one or more per row, first
+    /// The float folds (`Kernels::fold`: the AVX2 and FMA copies, maxima and minima by keys)
+    /// give the baseline loop's bits (a NaN where it gives a NaN): rows of sums, maxima and
+    /// minima of several lengths (a vector's worth and less, tails) with NaNs of several payloads and signs (one or more per row, first
     /// or last), both zeros and infinities among them, and accumulators that already hold a
     /// value or a NaN.
     #[test]
