@@ -498,6 +498,7 @@ impl<const N: usize> GroupAt<'_, N> {
     ) -> Option<R::Acc> {
         let (runs, base) = (self.runs, &self.base);
         if runs.runs == 1 {
+            // The one block's one run: its result as the blocks' loop gives it, without the loop.
             // SAFETY: as the caller promised.
             let (ptrs, s, n) = (unsafe { runs.at(base, 0) }, runs.strides, runs.n);
             return Some(widest(Call { run, ptrs, s, n }));
