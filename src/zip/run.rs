@@ -146,9 +146,9 @@ impl<'r, Acc, F, C, P, const N: usize> RunFolder<'r, Acc, F, C, P, N> {
 /// Element `g` of a run into lane `g % LANES`: the whole groups of [`LANES`] read through
 /// chunks (as the engine's kernel reads them) when every operand is unit-stride or plain, into
 /// lanes stored across ([`Lanes`]); the rest (a last partial group, a run of other strides)
-/// one at a time into the lanes as an array. The stored lanes see constant lane numbers only:
-/// one access at a computed lane keeps them in memory and the fold scalar (the trial log's
-/// "Fused loops, second round").
+/// one at a time into the lanes [`moved`](Lanes::moved) to a place of their own. The chunks'
+/// lanes see constant lane numbers only: one access at a computed lane keeps them in memory
+/// and the fold scalar (the trial log's "Fused loops, second round").
 impl<Acc, F, C, P, const N: usize> RunFold<N> for RunFolder<'_, Acc, F, C, P, N>
 where
     Acc: Clone + Sync,
@@ -185,12 +185,11 @@ where
                 }
                 at += m;
             }
-            let mut lanes = lanes.into_array();
+            let mut rest = lanes.moved();
             for g in at..n {
-                let l = &mut lanes[g % LANES];
-                *l = fold.step(l.clone(), o(g), P::at(&p, &s, g));
+                rest.update(g % LANES, |l| fold.step(l, o(g), P::at(&p, &s, g)));
             }
-            pairwise(&mut lanes, self.combine)
+            pairwise(&mut rest.into_array(), self.combine)
         }
     }
 
