@@ -561,8 +561,7 @@ fn by_pieces(out: &mut [usize], bytes: usize, work: impl Fn(usize, &mut [usize])
         .enumerate()
         .map(|(i, c)| Mutex::new((i * size, c)))
         .collect();
-    let threads = engine::parallel::pieces(bytes);
-    engine::parallel::for_each_index(pieces.len(), threads, &|i| {
+    engine::parallel::for_each_index(pieces.len(), bytes, &|i| {
         let mut piece = pieces[i].lock().unwrap_or_else(|e| e.into_inner());
         let (at, ref mut o) = *piece;
         work(at, o);

@@ -346,7 +346,6 @@ unsafe fn walk<const N: usize>(
     }
     let len: usize = out.shape.iter().product();
     let traffic = operand::traffic(len, &operands);
-    let pieces = parallel::pieces(traffic);
     let at = |offs: [isize; N]| -> [*mut u8; N] {
         // SAFETY: the plan's offsets address elements of each operand.
         std::array::from_fn(|k| unsafe { operands[k].at(offs[k]) })
@@ -355,7 +354,7 @@ unsafe fn walk<const N: usize>(
     if plan.len == 0 {
         return;
     }
-    parallel::split(plan.len, pieces, 64, &|range| {
+    parallel::split(plan.len, traffic, 64, &|range| {
         plan.for_each_block(range, |offs, block| {
             // SAFETY: a block of the plan addresses elements of each operand, the written ones
             // once each, and each range goes to one thread.

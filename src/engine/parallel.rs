@@ -1,9 +1,11 @@
 //! Explicit, controllable parallelism: serial below a size threshold; above it the calling
 //! thread works and threads of Rayon's current pool (the default `rayon` feature) join it in a
-//! scope that holds the borrows; a global setting or a per-call override forces serial
-//! execution or caps the threads, helpers included. Without the feature every op is serial.
+//! scope that holds the borrows (from outside the pool, the largest ops run on its threads
+//! alone); a global setting or a per-call override forces serial execution or caps the
+//! threads, helpers included. Without the feature every op is serial.
 
 use std::cell::Cell;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
@@ -28,7 +30,8 @@ pub enum Parallelism {
     /// Always run on the calling thread.
     Serial,
     /// Let threads of Rayon's current pool help with large operations (the default): the
-    /// calling thread starts the work and pool threads join it while work remains. Called
+    /// calling thread starts the work and pool threads join it while work remains (an op of
+    /// 64 MiB or more called from outside the pool runs on the pool's threads alone). Called
     /// from inside a pool (a `par_iter`, `ThreadPool::install`), an op uses that pool and no
     /// other thread. Without the `rayon` feature, operations run serially.
     #[default]
@@ -137,15 +140,11 @@ fn available_threads() -> usize {
     return 1;
 }
 
-/// Runs `work(range)` over `0..len` cut into contiguous ranges, on this thread and on up to
-/// `pieces - 1` pool threads. Inner range boundaries are multiples of `align` (the engine
-/// passes 64 elements, so no two threads write the same cache line of a contiguous output).
-pub(crate) fn split(
-    len: usize,
-    pieces: usize,
-    align: usize,
-    work: &(dyn Fn(std::ops::Range<usize>) + Sync),
-) {
+/// Runs `work(range)` over `0..len` cut into contiguous ranges, on the threads an op that
+/// streams `bytes` takes ([`for_each_index`]). Inner range boundaries are multiples of `align`
+/// (the engine passes 64: no two threads write the same cache line of a contiguous output).
+pub(crate) fn split(len: usize, bytes: usize, align: usize, work: &(dyn Fn(Range<usize>) + Sync)) {
+    let pieces = pieces(bytes);
     if pieces <= 1 || len == 0 {
         work(0..len);
         return;
@@ -153,7 +152,7 @@ pub(crate) fn split(
     // Several ranges per thread: a helper that starts late still finds work, and the caller
     // waits at most one range for a helper's last.
     let ranges = (pieces * RANGES_PER_THREAD).min(len.div_ceil(align.max(1)));
-    for_each_index(ranges, pieces, &|i| work(share(len, ranges, align, i)));
+    for_each_index(ranges, bytes, &|i| work(share(len, ranges, align, i)));
 }
 
 /// Ranges per thread of a split.
@@ -161,7 +160,7 @@ const RANGES_PER_THREAD: usize = 8;
 
 /// Piece `i` of `0..len` cut into `pieces` contiguous ranges whose inner boundaries are
 /// multiples of `align` (as [`split`] cuts it).
-pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::ops::Range<usize> {
+pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> Range<usize> {
     let bound = |i: usize| {
         if i >= pieces {
             len
@@ -172,10 +171,11 @@ pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::o
     bound(i)..bound(i + 1)
 }
 
-/// Runs `work(i)` for each `i` in `0..n`: on this thread, and on up to `pieces - 1` threads of
-/// Rayon's current pool, in a `rayon_core::in_place_scope` (the scope holds the borrows: it
-/// returns only after every helper has run). The caller starts claiming at once, so a helper
-/// that starts late finds less to do, or nothing.
+/// Runs `work(i)` for each `i` in `0..n` on the threads an op that streams `bytes` takes
+/// ([`pieces`]): this one and threads of Rayon's current pool, in a `rayon_core::in_place_scope`
+/// (which returns only after every helper has run), or from outside the pool, for an op of
+/// 64 MiB, the pool's alone. The caller starts claiming at once, so a helper that starts late
+/// finds less to do, or nothing.
 ///
 /// The caller claims indices from the front and helpers from the back. Run again over the
 /// same operands, the threads meet near the same index and each finds its part of them in its
@@ -185,8 +185,8 @@ pub(crate) fn share(len: usize, pieces: usize, align: usize, i: usize) -> std::o
 /// The helpers run under the caller's [`Parallelism`], so an op they start splits as the
 /// caller's would. A panic in `work` stops every thread's claims; the first panic is resumed
 /// on the caller once all have left.
-pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + Sync)) {
-    let helpers = pieces.min(n).saturating_sub(1);
+pub(crate) fn for_each_index(n: usize, bytes: usize, work: &(impl Fn(usize) + Sync)) {
+    let helpers = pieces(bytes).min(n).saturating_sub(1);
     // The unclaimed indices, `front..back`, packed in one word so that a claim at either end
     // is one compare-and-swap. Past 32 bits (no caller splits that finely) the caller runs all.
     let end = match u32::try_from(n) {
@@ -224,7 +224,17 @@ pub(crate) fn for_each_index(n: usize, pieces: usize, work: &(impl Fn(usize) + S
             }
         }
     };
-    with_helpers(helpers, &|| claim(false), &|| claim(true));
+    // From outside the pool, an op of 64 MiB or more runs on the pool's threads alone, as
+    // Rayon's `join` runs it: a caller working beside its helper can find it queued on its own
+    // core for a time slice (2-3 ms, one call in five at 4096² here); the hand-off's two
+    // wake-ups (tens of microseconds) are under 1% of such an op.
+    let claims = || with_helpers(helpers, &|| claim(false), &|| claim(true));
+    #[cfg(feature = "rayon")]
+    if bytes >= 64 << 20 && rayon_core::current_thread_index().is_none() {
+        let p = parallelism();
+        return rayon_core::scope(|_| with_parallelism(p, claims));
+    }
+    claims()
 }
 
 /// Runs `claim` here and `help` on up to `helpers` threads of Rayon's current pool, under the
@@ -264,16 +274,10 @@ fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync), help: &(dyn Fn() + Sy
             });
         }
         guarded(claim);
-        // The scope's own wait blocks on a lock, and a caller woken from it comes back tens of
-        // microseconds later on a VM (as long as a 1 MiB op takes): wait for the helpers here
-        // first, for at most `HELPER_WAIT`, so that the scope finds them done.
+        // The scope's wait blocks on a lock, and a caller woken from it comes back tens of µs
+        // later on a VM (as long as a 1 MiB op takes): spin for the helpers first, up to 50 µs.
         let since = std::time::Instant::now();
-        let mut spins = 0u32;
-        while left.load(Ordering::Acquire) < helpers {
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) && since.elapsed() > HELPER_WAIT {
-                break;
-            }
+        while left.load(Ordering::Acquire) < helpers && since.elapsed().as_micros() <= 50 {
             std::hint::spin_loop();
         }
     });
@@ -281,11 +285,6 @@ fn with_helpers(helpers: usize, claim: &(dyn Fn() + Sync), help: &(dyn Fn() + Sy
         resume_unwind(payload);
     }
 }
-
-/// How long a caller that has run out of work waits for its helpers to leave, spinning,
-/// before it blocks in the scope.
-#[cfg(feature = "rayon")]
-const HELPER_WAIT: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Without Rayon there are no helpers: the caller runs every index.
 #[cfg(not(feature = "rayon"))]
@@ -314,23 +313,64 @@ mod tests {
     fn each_index_runs_once() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         for n in [0, 1, 2, 3, 17, 100] {
-            for pieces in [1, 2, 3, 8] {
+            for (pieces, bytes) in [(1, MIB), (2, MIB), (3, MIB), (8, MIB), (2, 64 * MIB)] {
                 let seen: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-                for_each_index(n, pieces, &|i| {
-                    seen[i].fetch_add(1, Ordering::Relaxed);
+                with_parallelism(Parallelism::Threads(pieces), || {
+                    for_each_index(n, bytes, &|i| {
+                        seen[i].fetch_add(1, Ordering::Relaxed);
+                    })
                 });
                 assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1));
             }
         }
         for (len, pieces, align) in [(1000, 2, 64), (63, 2, 64), (10_000, 3, 1), (5, 8, 1)] {
             let seen: Vec<AtomicUsize> = (0..len).map(|_| AtomicUsize::new(0)).collect();
-            split(len, pieces, align, &|r| {
-                assert!(r.start % align == 0 || r.start == len);
-                for i in r {
-                    seen[i].fetch_add(1, Ordering::Relaxed);
-                }
+            with_parallelism(Parallelism::Threads(pieces), || {
+                split(len, MIB, align, &|r| {
+                    assert!(r.start % align == 0 || r.start == len);
+                    for i in r {
+                        seen[i].fetch_add(1, Ordering::Relaxed);
+                    }
+                })
             });
             assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    /// Bytes that an op above the threshold streams, and under the pool-alone size.
+    const MIB: usize = 1 << 20;
+
+    /// Called from outside the pool, an op of 64 MiB runs on the pool's threads alone (the
+    /// caller asleep), a smaller one on the caller too; a panic reaches the caller either way.
+    #[cfg(feature = "rayon")]
+    #[test]
+    fn large_ops_from_outside_the_pool_run_on_the_pool_alone() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        use std::sync::Mutex;
+        let caller = std::thread::current().id();
+        // `Auto` on this thread (which ends with the test), whatever another test sets globally.
+        let _auto = OVERRIDE.with(|o| o.replace(Some(Parallelism::Auto)));
+        for (bytes, alone) in [(64 * MIB, true), (MIB, false)] {
+            let ran = Mutex::new(vec![]);
+            for_each_index(64, bytes, &|i| {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                let on_pool = rayon_core::current_thread_index().is_some();
+                ran.lock()
+                    .unwrap()
+                    .push((i, on_pool, std::thread::current().id()));
+            });
+            let ran = ran.into_inner().unwrap();
+            assert_eq!(ran.len(), 64);
+            if pieces(bytes) > 1 {
+                assert_eq!(ran.iter().all(|r| r.1), alone, "{ran:?}");
+                assert_eq!(ran.iter().any(|r| r.2 == caller), !alone, "{ran:?}");
+            }
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                for_each_index(64, bytes, &|i| assert!(i != 40, "index {i}"))
+            }));
+            let payload = r.expect_err("the panic was lost");
+            let message = payload.downcast_ref::<String>().expect("a message");
+            assert!(message.contains("index 40"), "{message}");
         }
     }
 
@@ -357,7 +397,7 @@ mod tests {
         for _ in 0..5 {
             let ran = Mutex::new(vec![None; 16]);
             let caller = pool.install(|| {
-                for_each_index(16, 2, &|i| {
+                for_each_index(16, MIB, &|i| {
                     thread::sleep(Duration::from_millis(2));
                     ran.lock().unwrap()[i] = Some(thread::current().id());
                 });
@@ -396,7 +436,7 @@ mod tests {
             let result = pool.install(|| {
                 let caller = thread::current().id();
                 catch_unwind(AssertUnwindSafe(|| {
-                    for_each_index(64, 2, &|i| {
+                    for_each_index(64, MIB, &|i| {
                         inside.fetch_add(1, Ordering::SeqCst);
                         thread::sleep(Duration::from_millis(1));
                         let here = thread::current().id() == caller;
@@ -439,7 +479,7 @@ mod tests {
         let all_in = Barrier::new(4);
         let result = pool.install(|| {
             catch_unwind(AssertUnwindSafe(|| {
-                for_each_index(4, 4, &|_| {
+                for_each_index(4, MIB, &|_| {
                     all_in.wait();
                     panic_any(Bomb)
                 })
@@ -463,7 +503,7 @@ mod tests {
         let seen = Mutex::new(vec![]);
         pool.install(|| {
             with_parallelism(Parallelism::Threads(7), || {
-                for_each_index(32, 2, &|_| {
+                for_each_index(32, MIB, &|_| {
                     thread::sleep(Duration::from_millis(1));
                     seen.lock()
                         .unwrap()

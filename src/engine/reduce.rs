@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 use super::alloc;
 use super::kernel::{self, Block, Fold, FoldOrder};
 use super::operand::{Operand, Shared, Src, Strides};
-use super::parallel::{self, for_each_index, pieces, split};
+use super::parallel::{self, for_each_index, split};
 use super::plan::Plan;
 
 /// Outer dims cut into this many blocks when a large reduction folds its outermost dim: each
@@ -294,16 +294,15 @@ unsafe fn run(
         // Each thread takes whole outer indices, which own distinct accumulator elements (or
         // the outer dim folds and the work stays on one thread).
         let folds_outer = plan.strides[0][0] == 0 && rows > 1;
-        let pieces = if folds_outer { 1 } else { pieces(traffic) };
         let to = first(acc);
-        split(rows, pieces, 1, &|r| {
+        split(rows, if folds_outer { 0 } else { traffic }, 1, &|r| {
             // SAFETY: as said above.
             unsafe { walk.range(to, &plan, r.start * row_len..r.end * row_len) }
         });
         return;
     }
     let blocks = parts.len();
-    for_each_index(blocks, pieces(traffic), &|b| {
+    for_each_index(blocks, traffic, &|b| {
         let part_plan = self::plan(src.shape, &at_src(&parts[b]), &src.strides, order);
         let (r0, r1) = (rows * b / blocks, rows * (b + 1) / blocks);
         // SAFETY: as said above.

@@ -190,7 +190,7 @@ pub(crate) unsafe fn run(shape: &[usize], chain: &RowChain<'_>) -> Result<()> {
     }
     // A unit is a tile: a block of `rows` rows (the last one's rest), a chunk of columns.
     let units = m.div_ceil(rows) * chunks;
-    parallel::split(units, parallel::pieces(traffic), 1, &|range| {
+    parallel::split(units, traffic, 1, &|range| {
         let work = |buffer: &mut [Line]| {
             let base = buffer.as_mut_ptr().cast::<u8>();
             let mut buf: Vec<*mut u8> = Vec::with_capacity(regs);

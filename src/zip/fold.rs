@@ -335,8 +335,7 @@ pub(super) unsafe fn fold<Acc: Send, const N: usize>(
             write(k + j, acc);
         }
     };
-    let pieces = parallel::pieces(runs.traffic);
-    parallel::split(units, pieces, 1, &|range: Range<usize>| {
+    parallel::split(units, runs.traffic, 1, &|range: Range<usize>| {
         range.for_each(unit)
     });
     let mut parts = partial.into_iter();
@@ -557,8 +556,7 @@ pub(super) unsafe fn groups<const N: usize>(
 ) {
     let runs = Runs::new(shape, kept, &ops);
     let runs = &runs;
-    let pieces = parallel::pieces(runs.traffic);
-    parallel::split(runs.results, pieces, 1, &|range: Range<usize>| {
+    parallel::split(runs.results, runs.traffic, 1, &|range: Range<usize>| {
         range.for_each(|k| {
             let base = runs.base(k);
             each(&GroupAt { runs, base })
