@@ -119,7 +119,7 @@ pub(crate) fn is_small(bytes: usize) -> bool {
 }
 
 /// How many threads may share an operation that streams `bytes` (1 = serial).
-pub(crate) fn pieces(bytes: usize) -> usize {
+fn pieces(bytes: usize) -> usize {
     if is_small(bytes) {
         return 1;
     }
